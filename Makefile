@@ -1,0 +1,50 @@
+# rpquery — `make help` lists every target.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DB ?= sqlite:///rpquery.db
+PYTEST_ARGS ?=
+BENCH_SCALE ?= medium
+BENCH_BACKENDS ?= sqlite,postgresql,mysql
+
+.PHONY: help install run test test-fast lint type bench bench-placement clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install rpquery with its test extras (pinned by constraints.txt)
+
+run: $(STAMP) ## The main job: create rpquery.db (SQLite), load a sample cloud, print a guided tour
+	$(BIN)/rpquery --db $(DB) tour
+
+test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB (CI=true fails on a missing backend)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## Run the suite on SQLite only
+	RPQUERY_TEST_BACKENDS=sqlite $(BIN)/python -m pytest -x -q $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff over the package, tests and benchmarks
+	$(BIN)/ruff check rpquery schema tests benchmarks
+
+type: $(STAMP) ## mypy on the package
+	$(BIN)/mypy
+
+bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_BACKENDS; writes benchmarks/results/<ts>/
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run
+
+bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs it into .venv-placement)
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
+
+clean: ## Remove the virtualenv, caches and the embedded database
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*

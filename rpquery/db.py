@@ -1,0 +1,196 @@
+"""The :class:`Database` handle: an engine, transactions that wrap driver errors, and a
+tracer that sees every statement.
+
+>>> db = Database("sqlite://")
+>>> db.dialect_name
+'sqlite'
+>>> with db.count_statements() as counter:
+...     with db.connect() as conn:
+...         _ = conn.exec_driver_sql("select 1").scalar()
+>>> counter.count
+1
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import create_engine, event, exc
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from rpquery import dialects
+from rpquery.errors import ConcurrentUpdate, Conflict, DatabaseError, RpqueryError
+
+DEFAULT_URL = "sqlite:///rpquery.db"
+
+Tracer = Callable[[str, Any], None]
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Pick rpquery's drivers when the URL names none: ``postgresql://`` becomes
+    ``postgresql+psycopg://`` and ``mysql://``/``mariadb://`` become ``+pymysql``
+    with ``charset=utf8mb4``."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    elif u.drivername in ("mysql", "mariadb"):
+        u = u.set(drivername="mysql+pymysql")
+    if u.get_backend_name() in ("mysql", "mariadb") and "charset" not in u.query:
+        u = u.update_query_dict({"charset": "utf8mb4"})
+    return u
+
+
+@dataclass
+class StatementCounter:
+    """Counts statements (round trips) sent through one :class:`Database`."""
+
+    count: int = 0
+    statements: list[str] = field(default_factory=list)
+
+    def __call__(self, sql: str, params: Any) -> None:
+        self.count += 1
+        self.statements.append(sql)
+
+
+class Database:
+    """A connection to one rpquery (or Placement) database.
+
+    ``begin()`` runs one transaction and turns driver errors into rpquery errors;
+    ``connect()`` is the same for reads. Tracers registered with ``add_tracer`` (or
+    ``count_statements()``) see every statement sent to the server.
+    """
+
+    def __init__(self, url: str | URL | Engine = DEFAULT_URL, **engine_kw: Any) -> None:
+        if isinstance(url, Engine):
+            self.engine = url
+        else:
+            self.engine = _make_engine(normalize_url(url), **engine_kw)
+        self._tracers: list[Tracer] = []
+        self._lock = threading.Lock()
+        event.listen(self.engine, "before_cursor_execute", self._on_execute)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def dialect_name(self) -> str:
+        """``sqlite``, ``postgresql`` or ``mysql`` (MariaDB reports ``mysql``)."""
+        return self.engine.dialect.name
+
+    @property
+    def url(self) -> URL:
+        return self.engine.url
+
+    def __repr__(self) -> str:
+        return f"Database({self.engine.url.render_as_string(hide_password=True)!r})"
+
+    # ------------------------------------------------------------ transactions
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """One transaction: commits on success, rolls back on any exception.
+
+        Driver errors are re-raised as :class:`ConcurrentUpdate` (deadlock,
+        serialization failure), :class:`Conflict` (integrity error) or
+        :class:`DatabaseError`, chained to the original.
+        """
+        with _wrap_driver_errors(), self.engine.connect() as conn:
+            conn = conn.execution_options(rpquery_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection for reads; its implicit transaction is rolled back on exit."""
+        with _wrap_driver_errors(), self.engine.connect() as conn:
+            yield conn
+
+    # ------------------------------------------------------------ tracing
+
+    def add_tracer(self, tracer: Tracer) -> None:
+        with self._lock:
+            self._tracers.append(tracer)
+
+    def remove_tracer(self, tracer: Tracer) -> None:
+        with self._lock:
+            self._tracers.remove(tracer)
+
+    @contextmanager
+    def count_statements(self) -> Iterator[StatementCounter]:
+        """Count the statements sent while the block runs (every thread)."""
+        counter = StatementCounter()
+        self.add_tracer(counter)
+        try:
+            yield counter
+        finally:
+            self.remove_tracer(counter)
+
+    def _on_execute(
+        self, conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool
+    ) -> None:
+        for tracer in tuple(self._tracers):
+            tracer(sql, params)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Create or upgrade the schema and sync standard classes and traits."""
+        from rpquery import migrations
+
+        migrations.upgrade(self, revision)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _make_engine(url: URL, **engine_kw: Any) -> Engine:
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        engine_kw.setdefault("connect_args", {"timeout": 30})
+        engine = create_engine(url, **engine_kw)
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    engine_kw.setdefault("pool_pre_ping", True)
+    return create_engine(url, **engine_kw)
+
+
+def _sqlite_on_connect(dbapi_conn: Any, record: Any) -> None:
+    # Let SQLAlchemy (not pysqlite) emit BEGIN, so a transaction really starts
+    # with the first statement; turn on foreign keys and WAL for file databases.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    if cur.execute("PRAGMA database_list").fetchone()[2]:
+        cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    # A write transaction takes the lock up front (IMMEDIATE): two writers queue
+    # instead of failing on a lock upgrade. Reads stay deferred.
+    # Sent on the raw connection so tracers count only rpquery's own statements.
+    immediate = conn.get_execution_options().get("rpquery_write")
+    conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@contextmanager
+def _wrap_driver_errors() -> Iterator[None]:
+    try:
+        yield
+    except RpqueryError:
+        raise
+    except exc.DBAPIError as error:
+        if dialects.is_retryable(error):
+            raise ConcurrentUpdate(
+                "rpquery.concurrent_update", f"concurrent update: {error.orig}"
+            ) from error
+        if isinstance(error, exc.IntegrityError):
+            raise Conflict("rpquery.db.integrity", f"integrity error: {error.orig}") from error
+        raise DatabaseError("rpquery.db.error", f"database error: {error.orig}") from error
+    except exc.SQLAlchemyError as error:
+        raise DatabaseError("rpquery.db.error", f"database error: {error}") from error

@@ -1,0 +1,172 @@
+"""Everything that differs between SQLite, PostgreSQL and MySQL/MariaDB, in one place.
+
+Builders use the portable constructs defined here (``random_order()``, ``greatest()``,
+``least()``) and executors use the coercion and error-classification helpers; nothing
+else in rpquery checks ``dialect.name``.
+
+>>> from sqlalchemy.dialects import mysql, postgresql, sqlite
+>>> str(random_order().compile(dialect=mysql.dialect()))
+'rand()'
+>>> str(random_order().compile(dialect=postgresql.dialect()))
+'random()'
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Table, exc
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import ColumnElement
+from sqlalchemy.sql.expression import FunctionElement
+from sqlalchemy.types import Integer
+
+# ---------------------------------------------------------------- SQL constructs
+
+
+class random_order(FunctionElement[float]):  # noqa: N801 - reads like a SQL function
+    """``ORDER BY`` key for random sampling: ``random()`` or MySQL's ``rand()``."""
+
+    inherit_cache = True
+    name = "random"
+
+
+@compiles(random_order)
+def _random_default(element: random_order, compiler: Any, **kw: Any) -> str:
+    return "random()"
+
+
+@compiles(random_order, "mysql")
+def _random_mysql(element: random_order, compiler: Any, **kw: Any) -> str:
+    return "rand()"
+
+
+class greatest(FunctionElement[int]):  # noqa: N801
+    """``GREATEST(a, b, ...)``; SQLite spells it as multi-argument ``max()``."""
+
+    inherit_cache = True
+    type = Integer()
+    name = "greatest"
+
+
+@compiles(greatest)
+def _greatest_default(element: greatest, compiler: Any, **kw: Any) -> str:
+    return f"greatest({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(greatest, "sqlite")
+def _greatest_sqlite(element: greatest, compiler: Any, **kw: Any) -> str:
+    return f"max({compiler.process(element.clauses, **kw)})"
+
+
+class least(FunctionElement[int]):  # noqa: N801
+    """``LEAST(a, b, ...)``; SQLite spells it as multi-argument ``min()``."""
+
+    inherit_cache = True
+    type = Integer()
+    name = "least"
+
+
+@compiles(least)
+def _least_default(element: least, compiler: Any, **kw: Any) -> str:
+    return f"least({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(least, "sqlite")
+def _least_sqlite(element: least, compiler: Any, **kw: Any) -> str:
+    return f"min({compiler.process(element.clauses, **kw)})"
+
+
+def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows``, silently skipping any that collide with a unique key.
+
+    ``INSERT ... ON CONFLICT DO NOTHING`` on SQLite and PostgreSQL,
+    ``INSERT IGNORE`` on MySQL/MariaDB.
+    """
+    if not rows:
+        return
+    name = conn.dialect.name
+    if name == "postgresql":
+        conn.execute(pg_dialect.insert(table).on_conflict_do_nothing(), rows)
+    elif name == "sqlite":
+        conn.execute(sqlite_dialect.insert(table).on_conflict_do_nothing(), rows)
+    elif name in ("mysql", "mariadb"):
+        conn.execute(mysql_dialect.insert(table).prefix_with("IGNORE"), rows)
+    else:  # pragma: no cover - only the three supported backends
+        raise NotImplementedError(name)
+
+
+def insert_ignore_explicit_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """:func:`insert_ignore` for rows that carry their own primary key, zero included.
+
+    MySQL treats an explicit ``0`` in an AUTO_INCREMENT column as "generate one"
+    unless ``NO_AUTO_VALUE_ON_ZERO`` is in the session's ``sql_mode``; standard
+    resource class ``VCPU`` has id 0.
+    """
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        insert_ignore(conn, table, rows)
+        return
+    mode = conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+    conn.exec_driver_sql(
+        "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"
+    )
+    try:
+        insert_ignore(conn, table, rows)
+    finally:
+        conn.exec_driver_sql("SET SESSION sql_mode = %s", (mode,))
+
+
+# ---------------------------------------------------------------- result coercion
+
+
+def to_int(value: Any) -> int:
+    """Coerce an aggregate result to ``int``: MySQL returns ``SUM`` as ``Decimal``,
+    every backend returns ``NULL`` for an empty sum."""
+    if value is None:
+        return 0
+    if isinstance(value, Decimal):
+        return int(value)
+    return int(value)
+
+
+def capacity_expr(
+    total: ColumnElement[int], reserved: ColumnElement[int], ratio: ColumnElement[float]
+) -> ColumnElement[float]:
+    """``(total - reserved) * allocation_ratio`` — the same expression everywhere."""
+    return (total - reserved) * ratio
+
+
+# ---------------------------------------------------------------- error classification
+
+#: Server error codes that mean "someone else got there first: retry".
+_MYSQL_RETRYABLE = {1213, 1205}  # deadlock, lock wait timeout
+_PG_RETRYABLE = {"40001", "40P01", "55P03"}  # serialization, deadlock, lock not available
+
+
+def is_retryable(error: exc.DBAPIError) -> bool:
+    """True when the driver error is a deadlock, serialization failure or lock timeout."""
+    orig = getattr(error, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate in _PG_RETRYABLE:
+        return True
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE:
+        return True
+    return "database is locked" in str(orig)
+
+
+# ---------------------------------------------------------------- EXPLAIN
+
+
+def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
+    """The statement prefix that asks each backend for its plan."""
+    if dialect_name == "postgresql":
+        return "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
+    if dialect_name in ("mysql", "mariadb"):
+        return "ANALYZE FORMAT=JSON " if analyze else "EXPLAIN "
+    return "EXPLAIN QUERY PLAN "

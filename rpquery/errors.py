@@ -1,0 +1,93 @@
+"""One exception tree for rpquery, with stable string codes.
+
+Every error rpquery raises is an :class:`RpqueryError`. Callers (an API layer, the
+CLI) dispatch on the class or on ``code``, a stable dotted string such as
+``rpquery.trait.not_found``; they never need to parse ``detail``. There are no HTTP
+types here: the API layer maps classes to status codes (``InvalidRequest`` → 400,
+``NotFound`` → 404, ``Conflict`` and its subclasses → 409).
+
+Driver errors never escape: :mod:`rpquery.db` wraps them in :class:`DatabaseError`
+(or :class:`ConcurrentUpdate` for deadlocks and serialization failures), chained with
+``from`` so the original traceback is kept.
+
+>>> try:
+...     raise InvalidRequest("rpquery.trait.bad_name", "bad trait name", token="lower")
+... except RpqueryError as exc:
+...     (exc.code, exc.token)
+('rpquery.trait.bad_name', 'lower')
+"""
+
+from __future__ import annotations
+
+
+class RpqueryError(Exception):
+    """Base of every rpquery error: a stable ``code`` and a human ``detail``."""
+
+    default_code = "rpquery.error"
+
+    def __init__(self, code: str | None = None, detail: str = "", *, token: str | None = None):
+        self.code = code or self.default_code
+        self.detail = detail or self.code
+        self.token = token
+        super().__init__(self.detail)
+
+    def __str__(self) -> str:
+        return f"{self.detail} ({self.code})"
+
+    def as_dict(self) -> dict[str, str]:
+        """The error in the shape of one entry of Placement's ``errors`` list."""
+        return {"code": self.code, "detail": self.detail}
+
+
+class InvalidRequest(RpqueryError):
+    """Bad input: malformed syntax, unknown names, out-of-range values.
+
+    Raised before anything reaches the database. ``token`` names the offending
+    piece of input when there is one.
+    """
+
+    default_code = "rpquery.invalid_request"
+
+
+class NotFound(RpqueryError):
+    """A named object (provider, consumer, resource class, ...) does not exist."""
+
+    default_code = "rpquery.not_found"
+
+
+class Conflict(RpqueryError):
+    """The request is well formed but conflicts with the current state."""
+
+    default_code = "rpquery.conflict"
+
+
+class ConcurrentUpdate(Conflict):
+    """A generation check failed, or the database reported a deadlock or
+    serialization failure: someone else changed the object first. Re-read and retry."""
+
+    default_code = "rpquery.concurrent_update"
+
+
+class CapacityExceeded(Conflict):
+    """An allocation does not fit the provider's capacity or unit constraints."""
+
+    default_code = "rpquery.capacity_exceeded"
+
+
+class InUse(Conflict):
+    """The object cannot be removed or shrunk because something still uses it."""
+
+    default_code = "rpquery.in_use"
+
+
+class SchemaError(RpqueryError):
+    """The database schema is missing, out of date, or not one rpquery can upgrade."""
+
+    default_code = "rpquery.schema"
+
+
+class DatabaseError(RpqueryError):
+    """A driver or server error that is not the caller's fault; the original
+    exception is chained as ``__cause__``."""
+
+    default_code = "rpquery.db.error"

@@ -1,0 +1,1 @@
+"""rpquery's alembic migrations (installed as ``rpquery.schema``)."""

@@ -1,0 +1,43 @@
+"""Alembic environment for rpquery.
+
+Runs on a connection handed over by :func:`rpquery.migrations.upgrade` (or opens one
+from ``sqlalchemy.url`` when run by the ``alembic`` command). rpquery keeps its own
+version table, ``rpquery_alembic_version``, so it coexists with Placement's
+``alembic_version``.
+"""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import engine_from_config, pool
+
+from rpquery.migrations import VERSION_TABLE, include_object
+from rpquery.tables import metadata
+
+config = context.config
+
+
+def _run(connection) -> None:  # type: ignore[no-untyped-def]
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        include_object=include_object,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    engine = engine_from_config(
+        config.get_section(config.config_ini_section, {}),
+        prefix="sqlalchemy.",
+        poolclass=pool.NullPool,
+    )
+    with engine.connect() as conn:
+        _run(conn)
