@@ -1,0 +1,88 @@
+"""Shared plumbing for every ``rpquery`` command: the database handle, output as
+tables or JSON, and one place that turns errors into exit codes.
+
+Exit codes: 0 success; 2 bad request (:class:`InvalidRequest`: one line naming the
+bad token and the code); 1 any other failure. ``--debug`` (on the main group) shows
+tracebacks. With ``--json``, answers go to stdout and errors to stderr as
+``{"errors": [{"code": ..., "detail": ...}]}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from rpquery.db import Database
+from rpquery.errors import InvalidRequest, RpqueryError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
+)
+
+
+def get_db(ctx: click.Context | None = None) -> Database:
+    """The :class:`Database` for ``--db`` (one per command invocation)."""
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    obj = root.obj
+    if "db" not in obj:
+        obj["db"] = Database(obj["db_url"])
+    return obj["db"]
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def emit_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A readable table (rich) on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console(width=160).print(table)
+
+
+def handles_errors(fn: F) -> F:
+    """Decorator for command callbacks: RpqueryError → exit 2 (bad request) or 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_root().obj.get("debug"))
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return fn(*args, **kwargs)
+        except RpqueryError as exc:
+            if debug:
+                traceback.print_exc()
+            _report(exc.code, exc.detail, as_json)
+            ctx.exit(2 if isinstance(exc, InvalidRequest) else 1)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+            if debug:
+                traceback.print_exc()
+            _report("rpquery.internal", f"{type(exc).__name__}: {exc}", as_json)
+            ctx.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _report(code: str, detail: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"errors": [{"code": code, "detail": detail}]}), file=sys.stderr)
+    else:
+        click.echo(f"error: {detail} [{code}]", err=True)
