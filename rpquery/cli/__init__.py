@@ -71,3 +71,26 @@ def db_status(as_json: bool) -> None:
 def tour(ctx: click.Context) -> None:
     """A guided tour on the embedded database."""
     ctx.invoke(db_upgrade)
+
+
+#: Feature modules under ``rpquery.cli``; each exposes ``COMMANDS``, a list of click
+#: commands or groups attached to :data:`main`.
+FEATURE_MODULES = ("core", "aggregates", "server_groups", "tags", "reshape")
+
+
+def _register_features() -> None:
+    import importlib
+
+    for name in FEATURE_MODULES:
+        module_name = f"rpquery.cli.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # feature not built yet
+                continue
+            raise
+        for command in module.COMMANDS:
+            main.add_command(command)
+
+
+_register_features()
