@@ -284,6 +284,8 @@ server_groups = Table(
     Column("user_id", String(255), nullable=False),
     Column("policy", String(32), nullable=False),
     Column("max_server_per_host", Integer, nullable=True),
+    # Bumped on every membership change: schedulers of one group detect each other.
+    Column("generation", Integer, nullable=False, server_default=text("0"), default=0),
     PrimaryKeyConstraint("id"),
     UniqueConstraint("uuid"),
 )

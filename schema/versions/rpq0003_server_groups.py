@@ -28,6 +28,7 @@ def upgrade() -> None:
         sa.Column("user_id", sa.String(255), nullable=False),
         sa.Column("policy", sa.String(32), nullable=False),
         sa.Column("max_server_per_host", sa.Integer(), nullable=True),
+        sa.Column("generation", sa.Integer(), nullable=False, server_default=sa.text("0")),
         sa.PrimaryKeyConstraint("id", name="rpq_server_groups_pkey"),
         sa.UniqueConstraint("uuid", name="uniq_rpq_server_groups0uuid"),
     )
