@@ -66,16 +66,9 @@ def db_status(as_json: bool) -> None:
             click.echo(f"{key}: {value}")
 
 
-@main.command()
-@click.pass_context
-def tour(ctx: click.Context) -> None:
-    """A guided tour on the embedded database."""
-    ctx.invoke(db_upgrade)
-
-
 #: Feature modules under ``rpquery.cli``; each exposes ``COMMANDS``, a list of click
 #: commands or groups attached to :data:`main`.
-FEATURE_MODULES = ("core", "aggregates", "server_groups", "tags", "reshape")
+FEATURE_MODULES = ("core", "tour", "aggregates", "server_groups", "tags", "reshape")
 
 
 def _register_features() -> None:

@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import click
 
@@ -68,7 +69,7 @@ def handles_errors(fn: F) -> F:
         except RpqueryError as exc:
             if debug:
                 traceback.print_exc()
-            _report(exc.code, exc.detail, as_json)
+            _report(exc.code, _detail(exc), as_json)
             ctx.exit(2 if isinstance(exc, InvalidRequest) else 1)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
@@ -81,8 +82,46 @@ def handles_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _detail(exc: RpqueryError) -> str:
+    """The error's detail, naming the offending token when the detail does not already."""
+    if exc.token and exc.token not in exc.detail:
+        return f"{exc.detail} (token {exc.token!r})"
+    return exc.detail
+
+
 def _report(code: str, detail: str, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"errors": [{"code": code, "detail": detail}]}), file=sys.stderr)
     else:
         click.echo(f"error: {detail} [{code}]", err=True)
+
+
+def query_pairs(query: str | None, *flags: tuple[str, str | None]) -> list[tuple[str, str]]:
+    """Placement's query string (as typed on the command line) plus friendly flags, as
+    the ``(key, value)`` pairs an API layer would receive.
+
+    A leading path or ``?`` is ignored, so a URL copied from Placement's logs works.
+    Values are percent-decoded once; ``+`` stays a plus. Flags whose value is ``None``
+    are left out.
+
+    >>> query_pairs("/allocation_candidates?resources=VCPU:1&required=!CUSTOM_GPU",
+    ...             ("limit", "5"), ("member_of", None))
+    [('resources', 'VCPU:1'), ('required', '!CUSTOM_GPU'), ('limit', '5')]
+    """
+    pairs: list[tuple[str, str]] = []
+    text = (query or "").strip()
+    if "?" in text:
+        text = text.split("?", 1)[1]
+    for part in text.split("&"):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise InvalidRequest(
+                "rpquery.cli.bad_query",
+                f"query term {part!r} is not KEY=VALUE",
+                token=part,
+            )
+        pairs.append((unquote(key.strip()), unquote(value)))
+    pairs.extend((key, value) for key, value in flags if value is not None)
+    return pairs
