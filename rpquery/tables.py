@@ -32,6 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects import mysql
 
 NAMING_CONVENTION = {
     # Matches what PostgreSQL would name these itself, so a database created by
@@ -302,6 +303,14 @@ server_group_members = Table(
 )
 
 # Instance tags (seed 003): namespace in its own column, status PENDADD or ACTIVE.
+# Tags compare byte for byte everywhere: on MariaDB a NO PAD binary collation, so
+# "Web", "web" and "web " are three tags as they are on the backend.
+def _exact_text(length: int) -> Unicode:
+    return Unicode(length).with_variant(  # type: ignore[return-value]
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
+    )
+
+
 instance_tags = Table(
     "rpq_instance_tags",
     metadata,
@@ -309,11 +318,75 @@ instance_tags = Table(
     Column("id", Integer, nullable=False),
     Column("instance_uuid", String(36), nullable=False),
     Column("namespace", String(32), nullable=False),
-    Column("tag", Unicode(60), nullable=False),
+    Column("tag", _exact_text(60), nullable=False),
     Column("status", String(16), nullable=False),
     PrimaryKeyConstraint("id"),
     UniqueConstraint("instance_uuid", "namespace", "tag"),
     Index(None, "namespace", "tag"),
+)
+
+# One row per (instance, namespace) ever written: tag writes lock it (FOR UPDATE) so
+# limit and conflict checks see a stable set and backend jobs go out in commit order.
+instance_tag_locks = Table(
+    "rpq_instance_tag_locks",
+    metadata,
+    *_timestamps(),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("namespace", String(32), nullable=False),
+    PrimaryKeyConstraint("instance_uuid", "namespace"),
+)
+
+# Backend jobs in flight, one row per (job, tag); removed when the outcome is applied.
+instance_tag_jobs = Table(
+    "rpq_instance_tag_jobs",
+    metadata,
+    *_timestamps(),
+    Column("id", Integer, nullable=False),
+    Column("job_id", String(64), nullable=False),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("namespace", String(32), nullable=False),
+    Column("tag", _exact_text(60), nullable=False),
+    Column("op", String(8), nullable=False),
+    PrimaryKeyConstraint("id"),
+    UniqueConstraint("job_id", "namespace", "tag"),
+    Index(None, "instance_uuid", "namespace", "tag"),
+)
+
+# Mutually exclusive tags per namespace, stored once per pair with tag_a < tag_b.
+instance_tag_conflicts = Table(
+    "rpq_instance_tag_conflicts",
+    metadata,
+    *_timestamps(),
+    Column("id", Integer, nullable=False),
+    Column("namespace", String(32), nullable=False),
+    Column("tag_a", _exact_text(60), nullable=False),
+    Column("tag_b", _exact_text(60), nullable=False),
+    PrimaryKeyConstraint("id"),
+    UniqueConstraint("namespace", "tag_a", "tag_b"),
+)
+
+# State of the database-backed fake tag backend (CLI demos): its tags in encoded form
+# and its jobs (queued, or finished with an outcome not yet collected).
+fake_backend_tags = Table(
+    "rpq_fake_backend_tags",
+    metadata,
+    *_timestamps(),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("tag", _exact_text(128), nullable=False),
+    PrimaryKeyConstraint("instance_uuid", "tag"),
+)
+
+fake_backend_jobs = Table(
+    "rpq_fake_backend_jobs",
+    metadata,
+    *_timestamps(),
+    Column("id", Integer, nullable=False),
+    Column("job_id", String(64), nullable=False),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("op", String(8), nullable=False),
+    Column("tag", _exact_text(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    PrimaryKeyConstraint("id"),
 )
 
 #: rpquery's own tables, in creation order.
@@ -322,4 +395,9 @@ RPQUERY_TABLES = (
     server_groups,
     server_group_members,
     instance_tags,
+    instance_tag_locks,
+    instance_tag_jobs,
+    instance_tag_conflicts,
+    fake_backend_tags,
+    fake_backend_jobs,
 )
