@@ -1,0 +1,478 @@
+"""Usage reads: one consumer's allocations, one provider's allocations and usages, and the
+usages of a project (optionally one user) grouped by consumer type (seed 004).
+
+Every question is answered by **one** statement. The grouped project usage is a single
+``UNION ALL`` over one scoped CTE: per-(type, class) sums on one side, distinct consumer
+counts per type on the other. Every selected column is either grouped or aggregated, so
+the statement is valid on PostgreSQL, where Placement's own query (selecting
+``consumer_types.name`` while grouping by ``consumer_type_id``) fails with a
+GroupingError.
+
+Consumers whose ``consumer_type_id`` is NULL (rows written before consumer types existed)
+are reported under the type ``unknown``; a stored type literally named ``UNKNOWN`` is a
+different, ordinary type.
+
+>>> from rpquery.db import Database
+>>> db = Database("sqlite://")
+>>> db.upgrade()
+>>> project_usages(db, "no-such-project").groups
+()
+>>> render_project_usages(project_usages(db, "no-such-project"))
+{'usages': {}}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import Select
+
+from rpquery import dialects
+from rpquery.db import Database
+from rpquery.errors import InvalidRequest, NotFound
+from rpquery.tables import (
+    allocations,
+    consumer_types,
+    consumers,
+    inventories,
+    projects,
+    resource_classes,
+    resource_providers,
+    users,
+)
+
+#: How a consumer with no type (NULL ``consumer_type_id``) is reported.
+UNKNOWN = "unknown"
+#: The filter value that sums every consumer into one group.
+ALL = "all"
+
+CONSUMER_TYPE_RE = re.compile(r"^[A-Z0-9_]+$")
+_MAX_NAME = 255
+
+
+# ---------------------------------------------------------------- validation
+
+
+def check_consumer_type_name(name: str) -> str:
+    """Return ``name`` if it is a valid stored consumer type name, else raise
+    ``InvalidRequest`` (``rpquery.consumer_type.bad_name``) naming it.
+
+    >>> check_consumer_type_name("INSTANCE")
+    'INSTANCE'
+    """
+    if not isinstance(name, str) or len(name) > _MAX_NAME or not CONSUMER_TYPE_RE.match(name):
+        raise InvalidRequest(
+            "rpquery.consumer_type.bad_name",
+            f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$ (1-255 characters)",
+            token=str(name),
+        )
+    return name
+
+
+def check_consumer_type_filter(value: str | None) -> str | None:
+    """Validate the ``consumer_type`` filter of a usage query: ``None`` (group by type),
+    ``all``, ``unknown`` or a type name.
+
+    >>> check_consumer_type_filter("all")
+    'all'
+    """
+    if value is None or value in (ALL, UNKNOWN):
+        return value
+    return check_consumer_type_name(value)
+
+
+def _check_external_id(value: str | None, what: str, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value or len(value) > 255:
+        raise InvalidRequest(
+            f"rpquery.usages.bad_{what}",
+            f"{what} must be a non-empty string of at most 255 characters",
+            token=str(value),
+        )
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class ProviderAllocation:
+    """A consumer's allocation on one provider, with that provider's generation."""
+
+    generation: int
+    resources: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ConsumerView:
+    """``GET /allocations/{consumer_uuid}``: empty ``allocations`` and ``None`` fields
+    for a consumer that does not exist (Placement answers 200 with ``{}``)."""
+
+    consumer_uuid: str
+    allocations: dict[str, ProviderAllocation] = field(default_factory=dict)
+    project_id: str | None = None
+    user_id: str | None = None
+    generation: int | None = None
+    consumer_type: str | None = None
+
+
+@dataclass(frozen=True)
+class ProviderAllocations:
+    """``GET /resource_providers/{uuid}/allocations``: consumer → class → used."""
+
+    rp_uuid: str
+    generation: int
+    allocations: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class UsageGroup:
+    """Usage of one consumer type (or ``all``): per-class sums and distinct consumers."""
+
+    consumer_type: str
+    consumer_count: int
+    resources: dict[str, int]
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Usages of a project (and user), one group per consumer type, sorted by type."""
+
+    project_id: str
+    user_id: str | None
+    consumer_type: str | None
+    groups: tuple[UsageGroup, ...]
+
+    def group(self, consumer_type: str) -> UsageGroup | None:
+        """The group of ``consumer_type`` (``unknown`` for untyped consumers), if any."""
+        return next((g for g in self.groups if g.consumer_type == consumer_type), None)
+
+
+# ---------------------------------------------------------------- statement builders
+
+
+def consumer_allocations_statement(consumer_uuid: str) -> Select[Any]:
+    """One consumer row (project, user, type) outer-joined to its allocations.
+
+    ``SELECT c.generation, p.external_id, u.external_id, t.name, rp.uuid,
+    rp.generation, rc.name, a.used FROM consumers c JOIN projects p JOIN users u
+    LEFT JOIN consumer_types t LEFT JOIN allocations a ... WHERE c.uuid = :uuid``
+    """
+    a, c, rp, rc = allocations, consumers, resource_providers, resource_classes
+    frm = (
+        c.join(projects, projects.c.id == c.c.project_id)
+        .join(users, users.c.id == c.c.user_id)
+        .outerjoin(consumer_types, consumer_types.c.id == c.c.consumer_type_id)
+        .outerjoin(a, a.c.consumer_id == c.c.uuid)
+        .outerjoin(rp, rp.c.id == a.c.resource_provider_id)
+        .outerjoin(rc, rc.c.id == a.c.resource_class_id)
+    )
+    return (
+        sa.select(
+            c.c.generation.label("consumer_generation"),
+            projects.c.external_id.label("project_id"),
+            users.c.external_id.label("user_id"),
+            consumer_types.c.name.label("consumer_type"),
+            rp.c.uuid.label("rp_uuid"),
+            rp.c.generation.label("rp_generation"),
+            rc.c.name.label("resource_class"),
+            a.c.used,
+        )
+        .select_from(frm)
+        .where(c.c.uuid == consumer_uuid)
+    )
+
+
+def provider_allocations_statement(rp_uuid: str) -> Select[Any]:
+    """The provider (for its generation) outer-joined to its allocations; no row at all
+    means the provider does not exist."""
+    a, rp, rc = allocations, resource_providers, resource_classes
+    frm = rp.outerjoin(a, a.c.resource_provider_id == rp.c.id).outerjoin(
+        rc, rc.c.id == a.c.resource_class_id
+    )
+    return (
+        sa.select(rp.c.generation, a.c.consumer_id, rc.c.name.label("resource_class"), a.c.used)
+        .select_from(frm)
+        .where(rp.c.uuid == rp_uuid)
+    )
+
+
+def provider_usages_statement(rp_uuid: str) -> Select[Any]:
+    """Usage per inventory class of one provider (0 where nothing is allocated), as
+    Placement reports it; a single row with a NULL class means "provider, no inventory".
+
+    ``SELECT rc.name, COALESCE(SUM(a.used), 0) FROM resource_providers rp LEFT JOIN
+    inventories i LEFT JOIN allocations a ON (a.rp, a.rc) = (i.rp, i.rc) LEFT JOIN
+    resource_classes rc WHERE rp.uuid = :uuid GROUP BY rc.name``
+    """
+    a, i, rp, rc = allocations, inventories, resource_providers, resource_classes
+    frm = (
+        rp.outerjoin(i, i.c.resource_provider_id == rp.c.id)
+        .outerjoin(
+            a,
+            sa.and_(
+                a.c.resource_provider_id == i.c.resource_provider_id,
+                a.c.resource_class_id == i.c.resource_class_id,
+            ),
+        )
+        .outerjoin(rc, rc.c.id == i.c.resource_class_id)
+    )
+    used = sa.func.coalesce(sa.func.sum(a.c.used), 0).label("used")
+    return (
+        sa.select(rc.c.name.label("resource_class"), used)
+        .select_from(frm)
+        .where(rp.c.uuid == rp_uuid)
+        .group_by(rc.c.name)
+    )
+
+
+def _project_scope(project_id: str, user_id: str | None, consumer_type: str | None) -> sa.CTE:
+    """The allocations of the project's (and user's) consumers, with each consumer's
+    type name (NULL for untyped; not selected at all for ``all``).
+
+    Reached through indexes only: ``projects.external_id`` (unique) →
+    ``consumers (project_id[, user_id], uuid)`` → ``allocations.consumer_id``.
+    """
+    a, c = allocations, consumers
+    frm = a.join(c, c.c.uuid == a.c.consumer_id).join(projects, projects.c.id == c.c.project_id)
+    where: list[sa.ColumnElement[bool]] = [projects.c.external_id == project_id]
+    if user_id is not None:
+        frm = frm.join(users, users.c.id == c.c.user_id)
+        where.append(users.c.external_id == user_id)
+    if consumer_type == ALL:
+        type_name: sa.ColumnElement[Any] = sa.cast(sa.null(), sa.Unicode(255))
+    elif consumer_type == UNKNOWN:
+        type_name = sa.cast(sa.null(), sa.Unicode(255))
+        where.append(c.c.consumer_type_id.is_(None))
+    elif consumer_type is None:
+        frm = frm.outerjoin(consumer_types, consumer_types.c.id == c.c.consumer_type_id)
+        type_name = consumer_types.c.name
+    else:
+        frm = frm.join(consumer_types, consumer_types.c.id == c.c.consumer_type_id)
+        type_name = consumer_types.c.name
+        where.append(consumer_types.c.name == consumer_type)
+    return (
+        sa.select(type_name.label("type_name"), a.c.consumer_id, a.c.resource_class_id, a.c.used)
+        .select_from(frm)
+        .where(*where)
+        .cte("scoped")
+    )
+
+
+def project_usages_statement(
+    project_id: str, *, user_id: str | None = None, consumer_type: str | None = None
+) -> sa.CompoundSelect:
+    """Grouped usages in one statement: rows ``(type_name, resource_class, used, NULL)``
+    per type and class, then ``(type_name, NULL, NULL, consumer_count)`` per type.
+
+    ``WITH scoped AS (...) SELECT type_name, rc.name, SUM(used), NULL FROM scoped JOIN
+    resource_classes rc GROUP BY type_name, rc.name UNION ALL SELECT type_name, NULL,
+    NULL, COUNT(DISTINCT consumer_id) FROM scoped GROUP BY type_name``
+
+    ``consumer_type`` must already be validated (:func:`check_consumer_type_filter`).
+    """
+    scoped = _project_scope(project_id, user_id, consumer_type)
+    rc = resource_classes
+    per_class = (
+        sa.select(
+            scoped.c.type_name,
+            rc.c.name.label("resource_class"),
+            sa.func.sum(scoped.c.used).label("used"),
+            sa.cast(sa.null(), sa.Integer).label("consumer_count"),
+        )
+        .select_from(scoped.join(rc, rc.c.id == scoped.c.resource_class_id))
+        .group_by(scoped.c.type_name, rc.c.name)
+    )
+    counts = sa.select(
+        scoped.c.type_name,
+        sa.cast(sa.null(), sa.String(255)).label("resource_class"),
+        sa.cast(sa.null(), sa.Integer).label("used"),
+        sa.func.count(sa.distinct(scoped.c.consumer_id)).label("consumer_count"),
+    ).group_by(scoped.c.type_name)
+    return sa.union_all(per_class, counts)
+
+
+def project_totals_statement(project_id: str, *, user_id: str | None = None) -> Select[Any]:
+    """Pre-1.38 ``GET /usages``: the project's (and user's) usage per class, no types."""
+    scoped = _project_scope(project_id, user_id, ALL)
+    rc = resource_classes
+    return (
+        sa.select(rc.c.name.label("resource_class"), sa.func.sum(scoped.c.used).label("used"))
+        .select_from(scoped.join(rc, rc.c.id == scoped.c.resource_class_id))
+        .group_by(rc.c.name)
+    )
+
+
+# ---------------------------------------------------------------- executors
+
+
+def consumer_allocations(db: Database, consumer_uuid: str) -> ConsumerView:
+    """The allocations of one consumer, with its project, user, generation and type.
+
+    >>> db = Database("sqlite://"); db.upgrade()
+    >>> consumer_allocations(db, "8d4b1c6e-0000-4000-8000-000000000000").allocations
+    {}
+    """
+    with db.connect() as conn:
+        rows = conn.execute(consumer_allocations_statement(consumer_uuid)).all()
+    if not rows:
+        return ConsumerView(consumer_uuid)
+    allocs: dict[str, ProviderAllocation] = {}
+    for row in rows:
+        if row.rp_uuid is None:
+            continue
+        entry = allocs.setdefault(row.rp_uuid, ProviderAllocation(int(row.rp_generation), {}))
+        entry.resources[row.resource_class] = int(row.used)
+    first = rows[0]
+    return ConsumerView(
+        consumer_uuid=consumer_uuid,
+        allocations=allocs,
+        project_id=first.project_id,
+        user_id=first.user_id,
+        generation=int(first.consumer_generation),
+        consumer_type=first.consumer_type or UNKNOWN,
+    )
+
+
+def provider_allocations(db: Database, rp_uuid: str) -> ProviderAllocations:
+    """Every allocation on one provider, by consumer; ``NotFound``
+    (``rpquery.provider.not_found``) for an unknown provider, as Placement's 404."""
+    with db.connect() as conn:
+        rows = conn.execute(provider_allocations_statement(rp_uuid)).all()
+    if not rows:
+        raise _provider_not_found(rp_uuid)
+    by_consumer: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if row.consumer_id is not None:
+            by_consumer.setdefault(row.consumer_id, {})[row.resource_class] = int(row.used)
+    return ProviderAllocations(rp_uuid, int(rows[0].generation or 0), by_consumer)
+
+
+def provider_usages(db: Database, rp_uuid: str) -> dict[str, int]:
+    """Usage of one provider per inventory class (``0`` when nothing is allocated);
+    ``NotFound`` (``rpquery.provider.not_found``) for an unknown provider."""
+    with db.connect() as conn:
+        rows = conn.execute(provider_usages_statement(rp_uuid)).all()
+    if not rows:
+        raise _provider_not_found(rp_uuid)
+    return {
+        row.resource_class: dialects.to_int(row.used)
+        for row in rows
+        if row.resource_class is not None
+    }
+
+
+def project_usages(
+    db: Database,
+    project_id: str,
+    *,
+    user_id: str | None = None,
+    consumer_type: str | None = None,
+) -> UsageReport:
+    """Usages of a project (optionally one user) grouped by consumer type (1.38+).
+
+    ``consumer_type=None`` gives every type; a name gives that type only; ``all`` gives
+    one group ``all`` summing every consumer; ``unknown`` selects untyped consumers. An
+    unknown project, user or type gives an empty report.
+
+    >>> db = Database("sqlite://"); db.upgrade()
+    >>> project_usages(db, "p1", consumer_type="all").groups
+    ()
+    """
+    _check_external_id(project_id, "project_id")
+    _check_external_id(user_id, "user_id", optional=True)
+    check_consumer_type_filter(consumer_type)
+    stmt = project_usages_statement(project_id, user_id=user_id, consumer_type=consumer_type)
+    with db.connect() as conn:
+        rows = conn.execute(stmt).all()
+    return UsageReport(project_id, user_id, consumer_type, _groups(rows, consumer_type))
+
+
+def _groups(rows: Any, consumer_type: str | None) -> tuple[UsageGroup, ...]:
+    counts: dict[str, int] = {}
+    resources: dict[str, dict[str, int]] = {}
+    for row in rows:
+        name = ALL if consumer_type == ALL else (row.type_name or UNKNOWN)
+        if row.resource_class is not None:
+            resources.setdefault(name, {})[row.resource_class] = dialects.to_int(row.used)
+        else:
+            counts[name] = dialects.to_int(row.consumer_count)
+    return tuple(
+        UsageGroup(name, counts.get(name, 0), dict(sorted(resources.get(name, {}).items())))
+        for name in sorted(counts.keys() | resources.keys())
+        if counts.get(name) or resources.get(name)
+    )
+
+
+def project_usages_total(
+    db: Database, project_id: str, *, user_id: str | None = None
+) -> dict[str, int]:
+    """Pre-1.38 ``GET /usages``: usage per class for a project (and user), every
+    consumer type together; empty for an unknown project."""
+    _check_external_id(project_id, "project_id")
+    _check_external_id(user_id, "user_id", optional=True)
+    with db.connect() as conn:
+        rows = conn.execute(project_totals_statement(project_id, user_id=user_id)).all()
+    return {row.resource_class: dialects.to_int(row.used) for row in sorted(rows)}
+
+
+def _provider_not_found(rp_uuid: str) -> NotFound:
+    return NotFound("rpquery.provider.not_found", f"no resource provider {rp_uuid}")
+
+
+# ---------------------------------------------------------------- renderers
+
+
+def render_project_usages(report: UsageReport) -> dict[str, Any]:
+    """Placement 1.38+ ``GET /usages`` body.
+
+    >>> g = UsageGroup("INSTANCE", 5, {"VCPU": 2})
+    >>> render_project_usages(UsageReport("p", None, None, (g,)))
+    {'usages': {'INSTANCE': {'consumer_count': 5, 'VCPU': 2}}}
+    """
+    return {
+        "usages": {
+            g.consumer_type: {"consumer_count": g.consumer_count, **g.resources}
+            for g in report.groups
+        }
+    }
+
+
+def render_total_usages(totals: dict[str, int]) -> dict[str, Any]:
+    """Placement 1.9–1.37 ``GET /usages`` body: ``{"usages": {"VCPU": 4, ...}}``."""
+    return {"usages": dict(totals)}
+
+
+def render_provider_usages(generation: int, usages: dict[str, int]) -> dict[str, Any]:
+    """``GET /resource_providers/{uuid}/usages`` body."""
+    return {"resource_provider_generation": generation, "usages": dict(usages)}
+
+
+def render_provider_allocations(view: ProviderAllocations) -> dict[str, Any]:
+    """``GET /resource_providers/{uuid}/allocations`` body."""
+    return {
+        "resource_provider_generation": view.generation,
+        "allocations": {c: {"resources": dict(r)} for c, r in view.allocations.items()},
+    }
+
+
+def render_consumer_allocations(view: ConsumerView) -> dict[str, Any]:
+    """Placement 1.38+ ``GET /allocations/{consumer_uuid}`` body; ``{"allocations": {}}``
+    alone for a consumer with no allocations, as Placement answers."""
+    body: dict[str, Any] = {
+        "allocations": {
+            rp: {"generation": pa.generation, "resources": dict(pa.resources)}
+            for rp, pa in view.allocations.items()
+        }
+    }
+    if view.allocations:
+        body.update(
+            project_id=view.project_id,
+            user_id=view.user_id,
+            consumer_generation=view.generation,
+            consumer_type=view.consumer_type,
+        )
+    return body
