@@ -1,0 +1,235 @@
+"""Consumers and their owners: projects, users and consumer types, created on first use,
+and the consumer generation (optimistic concurrency, conditional UPDATE).
+
+Every function here takes a ``Connection`` and runs inside the caller's transaction, so
+:mod:`rpquery.allocations` and the reshaper compose them into one atomic write.
+
+Owners are looked up in one round trip (a ``UNION ALL`` over the three tables); the ones
+missing are inserted with ``INSERT ... ON CONFLICT DO NOTHING`` / ``INSERT IGNORE`` (two
+writers creating the same project both succeed) and read back::
+
+    ids = ensure_owner_ids(conn, projects={"p1"}, users={"u1"}, types={"INSTANCE"})
+    ids.projects["p1"], ids.types["INSTANCE"]
+
+Consumer generation rules (Placement ≥ 1.28): a caller passing ``None`` claims the
+consumer is new and fails if it exists; a caller passing an int must match the stored
+generation. Both failures are :class:`ConcurrentUpdate` with code
+``rpquery.consumer.generation_conflict`` and are *not* retried by the write path: the
+caller must re-read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
+
+from rpquery import dialects
+from rpquery.db import Database
+from rpquery.errors import ConcurrentUpdate, NotFound
+from rpquery.models import Consumer, check_uuid
+from rpquery.tables import consumer_types, consumers, projects, users
+
+GENERATION_CONFLICT = "rpquery.consumer.generation_conflict"
+
+_OWNER_TABLES: dict[str, tuple[sa.Table, str]] = {
+    "projects": (projects, "external_id"),
+    "users": (users, "external_id"),
+    "types": (consumer_types, "name"),
+}
+
+
+@dataclass(frozen=True)
+class OwnerIds:
+    """Database ids of projects, users (by external id) and consumer types (by name)."""
+
+    projects: dict[str, int] = field(default_factory=dict)
+    users: dict[str, int] = field(default_factory=dict)
+    types: dict[str, int] = field(default_factory=dict)
+
+
+def owner_ids_select(wanted: dict[str, set[str]]) -> sa.Select | sa.CompoundSelect | None:
+    """One statement returning ``(kind, key, id)`` for every wanted owner that exists.
+
+    ``SELECT 'projects', external_id, id FROM projects WHERE external_id IN (...)
+    UNION ALL SELECT 'users', ... UNION ALL SELECT 'types', name, id FROM consumer_types ...``
+    """
+    parts = []
+    for kind, keys in wanted.items():
+        if not keys:
+            continue
+        table, col = _OWNER_TABLES[kind]
+        parts.append(
+            sa.select(
+                sa.literal(kind, sa.String(16)).label("kind"),
+                sa.cast(table.c[col], sa.String(255)).label("key"),
+                table.c.id,
+            ).where(table.c[col].in_(sorted(keys)))
+        )
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else sa.union_all(*parts)
+
+
+def _read_owner_ids(conn: Connection, wanted: dict[str, set[str]]) -> dict[str, dict[str, int]]:
+    found: dict[str, dict[str, int]] = {kind: {} for kind in _OWNER_TABLES}
+    stmt = owner_ids_select(wanted)
+    if stmt is not None:
+        for kind, key, owner_id in conn.execute(stmt):
+            found[kind][key] = int(owner_id)
+    return found
+
+
+def ensure_owner_ids(
+    conn: Connection,
+    *,
+    projects: Iterable[str] = (),
+    users: Iterable[str] = (),
+    types: Iterable[str] = (),
+) -> OwnerIds:
+    """Ids of the given projects, users and consumer types, creating the missing ones.
+
+    One round trip when all exist; otherwise one insert per table with missing rows and
+    one more read. Names must already be validated.
+    """
+    wanted = {"projects": set(projects), "users": set(users), "types": set(types)}
+    found = _read_owner_ids(conn, wanted)
+    missing = {kind: keys - found[kind].keys() for kind, keys in wanted.items()}
+    if any(missing.values()):
+        for kind, keys in missing.items():
+            table, col = _OWNER_TABLES[kind]
+            dialects.insert_ignore(conn, table, [{col: key} for key in sorted(keys)])
+        for kind, ids in _read_owner_ids(conn, missing).items():
+            found[kind].update(ids)
+    return OwnerIds(found["projects"], found["users"], found["types"])
+
+
+# ---------------------------------------------------------------- consumer rows
+
+
+def create_consumer(
+    conn: Connection, consumer_uuid: str, project_id: int, user_id: int, type_id: int
+) -> None:
+    """Insert a new consumer at generation 1 (the generation after its first write).
+
+    A concurrent creator of the same uuid makes the unique key fail: that is the
+    "consumer is not new" conflict, reported as ``rpquery.consumer.generation_conflict``.
+    """
+    try:
+        conn.execute(
+            consumers.insert().values(
+                uuid=consumer_uuid,
+                project_id=project_id,
+                user_id=user_id,
+                consumer_type_id=type_id,
+                generation=1,
+            )
+        )
+    except exc.IntegrityError as error:
+        raise ConcurrentUpdate(
+            GENERATION_CONFLICT,
+            f"consumer {consumer_uuid} already exists: expected generation None",
+            token=consumer_uuid,
+        ) from error
+
+
+def update_consumer(
+    conn: Connection,
+    consumer_uuid: str,
+    generation: int,
+    project_id: int,
+    user_id: int,
+    type_id: int,
+) -> None:
+    """Bump the consumer's generation (and set its owner and type) if it is still at
+    ``generation``: ``UPDATE consumers SET generation = generation + 1, ... WHERE uuid = :u
+    AND generation = :g``. No row matched → ``rpquery.consumer.generation_conflict``."""
+    result = conn.execute(
+        consumers.update()
+        .where(consumers.c.uuid == consumer_uuid, consumers.c.generation == generation)
+        .values(
+            generation=consumers.c.generation + 1,
+            project_id=project_id,
+            user_id=user_id,
+            consumer_type_id=type_id,
+        )
+    )
+    if result.rowcount != 1:
+        _raise_generation_conflict(conn, consumer_uuid, generation)
+
+
+def delete_consumer(conn: Connection, consumer_uuid: str, generation: int) -> None:
+    """Delete the consumer if it is still at ``generation`` (conditional DELETE)."""
+    result = conn.execute(
+        consumers.delete().where(
+            consumers.c.uuid == consumer_uuid, consumers.c.generation == generation
+        )
+    )
+    if result.rowcount != 1:
+        _raise_generation_conflict(conn, consumer_uuid, generation)
+
+
+def _raise_generation_conflict(conn: Connection, consumer_uuid: str, expected: int) -> None:
+    actual = conn.execute(
+        sa.select(consumers.c.generation).where(consumers.c.uuid == consumer_uuid)
+    ).scalar()
+    raise ConcurrentUpdate(
+        GENERATION_CONFLICT,
+        f"consumer generation conflict for {consumer_uuid}: expected {expected} "
+        f"but the consumer {'does not exist' if actual is None else f'is at {actual}'}",
+        token=consumer_uuid,
+    )
+
+
+def get_consumer(db: Database, consumer_uuid: str) -> Consumer:
+    """The consumer with its owner, type and generation; ``NotFound``
+    (``rpquery.consumer.not_found``) if it has none."""
+    consumer_uuid = check_uuid(consumer_uuid, what="consumer")
+    stmt = (
+        sa.select(
+            consumers.c.uuid,
+            projects.c.external_id,
+            users.c.external_id,
+            consumer_types.c.name,
+            consumers.c.generation,
+        )
+        .select_from(consumers)
+        .join(projects, projects.c.id == consumers.c.project_id)
+        .join(users, users.c.id == consumers.c.user_id)
+        .outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id)
+        .where(consumers.c.uuid == consumer_uuid)
+    )
+    with db.connect() as conn:
+        row = conn.execute(stmt).first()
+    if row is None:
+        raise NotFound(
+            "rpquery.consumer.not_found", f"no consumer {consumer_uuid}", token=consumer_uuid
+        )
+    return Consumer(row[0], row[1], row[2], row[3], int(row[4]))
+
+
+def require_absent(conn: Connection, consumer_uuid: str) -> None:
+    """A caller passing generation ``None`` says the consumer is new: conflict if not."""
+    found = conn.execute(
+        sa.select(consumers.c.generation).where(consumers.c.uuid == consumer_uuid)
+    ).scalar()
+    if found is not None:
+        raise ConcurrentUpdate(
+            GENERATION_CONFLICT,
+            f"consumer {consumer_uuid} exists at generation {found}: expected None",
+            token=consumer_uuid,
+        )
+
+
+def require_present(conn: Connection, consumer_uuid: str) -> None:
+    """``NotFound`` (``rpquery.consumer.not_found``) unless the consumer exists."""
+    found = conn.execute(
+        sa.select(consumers.c.id).where(consumers.c.uuid == consumer_uuid)
+    ).scalar()
+    if found is None:
+        raise NotFound(
+            "rpquery.consumer.not_found", f"no consumer {consumer_uuid}", token=consumer_uuid
+        )

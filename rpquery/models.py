@@ -1,0 +1,177 @@
+"""Frozen value types of the write path: providers, inventories, consumer allocations.
+
+These are plain values: building one never touches the database and never validates
+against it. The write functions (:mod:`rpquery.providers`, :mod:`rpquery.inventory`,
+:mod:`rpquery.allocations`) validate them before anything is sent to the server, so a
+value read back from an odd Placement database can still be represented.
+
+>>> inv = Inventory(total=8, reserved=2, allocation_ratio=4.0)
+>>> (inv.max_unit, inv.capacity)
+(8, 24)
+>>> req = ConsumerAllocations(
+...     "30328d13-e299-4a93-a102-61e4ccabe474", "proj", "user", "INSTANCE", None,
+...     {"e10927c4-8bc9-465d-ac60-d2f79f7e4a00": {"VCPU": 2}})
+>>> req.is_new_consumer, req.resource_pairs()
+(True, [('e10927c4-8bc9-465d-ac60-d2f79f7e4a00', 'VCPU', 2)])
+"""
+
+from __future__ import annotations
+
+import re
+import uuid as uuidlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from rpquery.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class ResourceProvider:
+    """One resource provider as stored: ``root_uuid`` is its own uuid for a root."""
+
+    uuid: str
+    name: str
+    generation: int
+    root_uuid: str
+    parent_uuid: str | None = None
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_uuid is None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Inventory of one resource class on one provider.
+
+    ``max_unit=None`` means "no per-allocation cap beyond the total": it is stored as
+    ``total`` (what nova and Placement clients send in practice), so a value built with
+    ``max_unit=None`` compares equal to the one read back.
+    """
+
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int | None = None
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_unit is None:
+            object.__setattr__(self, "max_unit", self.total)
+
+    @property
+    def capacity(self) -> int:
+        """``(total - reserved) * allocation_ratio``, rounded down as Placement does."""
+        return int((self.total - self.reserved) * self.allocation_ratio)
+
+
+def _frozen_allocations(
+    allocations: Mapping[str, Mapping[str, int]],
+) -> Mapping[str, Mapping[str, int]]:
+    return MappingProxyType({rp: MappingProxyType(dict(rcs)) for rp, rcs in allocations.items()})
+
+
+@dataclass(frozen=True)
+class ConsumerAllocations:
+    """Every allocation of one consumer, written as a whole.
+
+    ``consumer_generation`` is the generation the caller last saw; ``None`` means
+    "this consumer is new" (writing fails if it already exists). ``allocations`` maps a
+    provider uuid to ``{resource class: amount}``; an empty mapping deletes the
+    consumer's allocations and the consumer itself.
+    """
+
+    consumer_uuid: str
+    project_id: str
+    user_id: str
+    consumer_type: str
+    consumer_generation: int | None
+    allocations: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocations", _frozen_allocations(self.allocations))
+
+    def __hash__(self) -> int:
+        return hash((self.consumer_uuid, self.consumer_generation))
+
+    @property
+    def is_new_consumer(self) -> bool:
+        return self.consumer_generation is None
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(self.allocations.values())
+
+    def resource_pairs(self) -> list[tuple[str, str, int]]:
+        """``(provider uuid, resource class, amount)`` for every allocation, sorted."""
+        return sorted(
+            (rp, rc, amount) for rp, rcs in self.allocations.items() for rc, amount in rcs.items()
+        )
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A consumer row: its owner, type (``None`` = unknown) and generation."""
+
+    uuid: str
+    project_id: str
+    user_id: str
+    consumer_type: str | None
+    generation: int
+
+
+# ---------------------------------------------------------------- pure input checks
+
+_CONSUMER_TYPE_RE = re.compile(r"^[A-Z0-9_]{1,255}$")
+
+
+def check_uuid(value: object, *, what: str = "uuid") -> str:
+    """Return ``value`` as a canonical lowercase dashed uuid, or raise ``InvalidRequest``
+    (``rpquery.<what>.bad_uuid``).
+
+    >>> check_uuid("E10927C4-8BC9-465D-AC60-D2F79F7E4A00")
+    'e10927c4-8bc9-465d-ac60-d2f79f7e4a00'
+    """
+    text = value if isinstance(value, str) else ""
+    try:
+        parsed = uuidlib.UUID(text)
+    except ValueError:
+        parsed = None
+    if parsed is None or len(text.replace("-", "")) != 32:
+        raise InvalidRequest(
+            f"rpquery.{what}.bad_uuid", f"invalid {what} uuid {value!r}", token=str(value)
+        )
+    return str(parsed)
+
+
+def check_int(value: object, name: str, *, minimum: int, code: str) -> int:
+    """``value`` if it is an ``int`` (not ``bool``) ``>= minimum``, else ``InvalidRequest``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidRequest(
+            code, f"{name} must be an integer >= {minimum}, got {value!r}", token=str(value)
+        )
+    return value
+
+
+def check_consumer_type(name: object) -> str:
+    """A consumer type name matches ``^[A-Z0-9_]+$`` (seed 004), at most 255 characters."""
+    if not isinstance(name, str) or not _CONSUMER_TYPE_RE.match(name):
+        raise InvalidRequest(
+            "rpquery.consumer.bad_type",
+            f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$",
+            token=str(name),
+        )
+    return name
+
+
+def check_external_id(value: object, what: str) -> str:
+    """Project and user ids are opaque non-empty strings of at most 255 characters."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 255:
+        raise InvalidRequest(
+            f"rpquery.consumer.bad_{what}",
+            f"invalid {what} id {value!r}: a non-empty string of at most 255 characters",
+            token=str(value),
+        )
+    return value
