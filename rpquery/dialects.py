@@ -13,10 +13,11 @@ else in rpquery checks ``dialect.name``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Table, exc
+from sqlalchemy import Table, exc, func, select
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -170,3 +171,46 @@ def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
     if dialect_name in ("mysql", "mariadb"):
         return "ANALYZE FORMAT=JSON " if analyze else "EXPLAIN "
     return "EXPLAIN QUERY PLAN "
+
+
+# ---------------------------------------------------------------- bulk loading
+
+
+def bulk_insert(
+    conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Write ``rows`` (tuples in ``columns`` order) in as few round trips as the driver
+    allows: ``COPY ... FROM STDIN`` on PostgreSQL, executemany of one Core insert
+    elsewhere (PyMySQL and sqlite3 batch it themselves). Used by the data generator."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        import psycopg
+        from psycopg import sql
+
+        copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table.name), sql.SQL(", ").join(map(sql.Identifier, columns))
+        )
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        try:
+            with driver.cursor() as cur, cur.copy(copy) as out:
+                for row in rows:
+                    out.write_row(row)
+        except psycopg.Error as error:  # same wrapping as a statement sent by SQLAlchemy
+            raise exc.DBAPIError.instance(
+                copy.as_string(driver), None, error, psycopg.Error
+            ) from error
+        return
+    conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+
+
+def sync_id_sequence(conn: Connection, table: Table) -> None:
+    """After rows were written with explicit ids, move PostgreSQL's ``id`` sequence past
+    them so later inserts without an id do not collide. MySQL/MariaDB and SQLite follow
+    explicit ids by themselves."""
+    if conn.dialect.name != "postgresql":
+        return
+    seq = func.pg_get_serial_sequence(table.name, "id")
+    top = select(func.max(table.c.id)).scalar_subquery()
+    conn.execute(select(func.setval(seq, func.coalesce(top, 1), top.is_not(None))))
