@@ -49,10 +49,16 @@ def emit_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
     from rich.table import Table
 
     table = Table(title=title)
-    for col in columns:
-        table.add_column(col)
-    for row in rows:
+    materialized = [list(row) for row in rows]
+    for i, col in enumerate(columns):
+        numeric = bool(materialized) and all(
+            isinstance(row[i], int | float) for row in materialized if row[i] is not None
+        )
+        table.add_column(col, justify="right" if numeric else "left")
+    for row in materialized:
         table.add_row(*("" if v is None else str(v) for v in row))
+    if not table.row_count:
+        table.caption = "(none)"
     Console(width=160).print(table)
 
 

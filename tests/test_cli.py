@@ -1,0 +1,237 @@
+"""The ``rpquery`` command line through click's runner, on SQLite: each command's happy
+path and a bad-input path (exit status 2, one line naming the token and the code;
+``--json`` errors on stderr as ``{"errors": [...]}``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from click.testing import CliRunner, Result
+
+from rpquery.cli import main
+from rpquery.db import Database
+from rpquery.usages import consumer_allocations
+from tests.conftest import _ran
+
+Invoke = Callable[..., Result]
+CONSUMER = "5d6e3f1a-7b2c-4d8e-9f0a-1b2c3d4e5f60"
+PROJECT = "project-42-0000"
+
+
+def _invoker(url: str) -> Invoke:
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(main, ["--db", url, *args], catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture(scope="module")
+def loaded_url(database_url) -> str:  # type: ignore[no-untyped-def]
+    """A SQLite database with a small sample cloud, loaded through ``rpquery load``."""
+    url = database_url("sqlite")
+    result = _invoker(url)("load", "--hosts", "40", "--seed", "42", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "loaded 40 hosts" in result.output
+    return url
+
+
+@pytest.fixture
+def cli(loaded_url: str) -> Invoke:
+    _ran["sqlite"] += 1
+    return _invoker(loaded_url)
+
+
+@pytest.fixture
+def fresh_cli(database_url) -> Invoke:  # type: ignore[no-untyped-def]
+    _ran["sqlite"] += 1
+    return _invoker(database_url("sqlite"))
+
+
+def _a_flat_host(url: str) -> str:
+    """A root provider with VCPU inventory of its own (no NUMA children)."""
+    import sqlalchemy as sa
+
+    from rpquery.tables import inventories, resource_classes, resource_providers
+
+    rp, inv, rc = resource_providers, inventories, resource_classes
+    stmt = (
+        sa.select(rp.c.uuid)
+        .join(inv, inv.c.resource_provider_id == rp.c.id)
+        .join(rc, rc.c.id == inv.c.resource_class_id)
+        .where(rc.c.name == "VCPU", rp.c.parent_provider_id.is_(None))
+        .order_by(rp.c.id)
+        .limit(1)
+    )
+    db = Database(url)
+    try:
+        with db.connect() as conn:
+            return str(conn.execute(stmt).scalar_one())
+    finally:
+        db.dispose()
+
+
+def assert_bad_request(result: Result, code: str, token: str) -> None:
+    """Exit 2, one line on stderr naming the token and the code, no traceback."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert code in lines[0] and token in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def assert_json_error(result: Result, code: str, exit_code: int = 2) -> None:
+    """``--json``: nothing on stdout, Placement's error body on stderr."""
+    assert result.exit_code == exit_code, result.output
+    assert result.stdout == ""
+    body = json.loads(result.stderr)
+    assert [e["code"] for e in body["errors"]] == [code]
+    assert body["errors"][0]["detail"]
+
+
+# ---------------------------------------------------------------- db
+
+
+def test_db_upgrade_and_status(fresh_cli: Invoke) -> None:
+    result = fresh_cli("db", "upgrade")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("schema at ")
+    status = json.loads(fresh_cli("db", "status", "--json").stdout)
+    assert status["up_to_date"] is True and status["revision"] == status["head"]
+
+
+def test_db_status_on_a_bad_url_exits_1(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = _invoker(f"sqlite:///{tmp_path}/missing/dir/x.db")("db", "status", "--json")
+    assert_json_error(result, "rpquery.db.error", exit_code=1)
+
+
+# ---------------------------------------------------------------- load
+
+
+def test_load_json_summary_and_bad_spec(fresh_cli: Invoke) -> None:
+    result = fresh_cli("load", "--hosts", "5", "--flat", "--sharing", "0", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["rows"]["resource_providers"] == 5
+    assert summary["sharing_aggregates"] == []
+    bad = fresh_cli("load", "--hosts", "0")
+    assert bad.exit_code == 2 and "--hosts" in bad.output
+
+
+def test_load_twice_with_one_seed_is_a_conflict(fresh_cli: Invoke) -> None:
+    assert fresh_cli("load", "--hosts", "3", "--no-progress").exit_code == 0
+    again = fresh_cli("load", "--hosts", "3", "--no-progress", "--json")
+    assert_json_error(again, "rpquery.db.integrity", exit_code=1)
+
+
+# ---------------------------------------------------------------- usages
+
+
+def test_usages_query_syntax_and_flags_agree(cli: Invoke) -> None:
+    by_query = cli("usages", f"project_id={PROJECT}&consumer_type=INSTANCE", "--json")
+    by_flags = cli("usages", "--project", PROJECT, "--consumer-type", "INSTANCE", "--json")
+    assert by_query.exit_code == 0, by_query.output
+    assert json.loads(by_query.stdout) == json.loads(by_flags.stdout)
+    usages = json.loads(by_query.stdout)["usages"]
+    assert list(usages) == ["INSTANCE"]
+    assert usages["INSTANCE"]["consumer_count"] > 0 and usages["INSTANCE"]["VCPU"] > 0
+
+
+def test_usages_table_groups_by_consumer_type(cli: Invoke) -> None:
+    result = cli("usages", f"project_id={PROJECT}")
+    assert result.exit_code == 0, result.output
+    assert "INSTANCE" in result.output and "consumer type" in result.output
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "token"),
+    [
+        ("project_id=p&consumer_type=lower", "rpquery.consumer_type.bad_name", "lower"),
+        ("project_id=p&colour=red", "rpquery.cli.unknown_parameter", "colour"),
+        ("consumer_type=INSTANCE", "rpquery.usages.missing_project", "project_id"),
+        ("project_id", "rpquery.cli.bad_query", "project_id"),
+    ],
+)
+def test_usages_bad_input(cli: Invoke, query: str, code: str, token: str) -> None:
+    assert_bad_request(cli("usages", query), code, token)
+    assert_json_error(cli("usages", query, "--json"), code)
+
+
+# ---------------------------------------------------------------- claim / release
+
+
+def test_claim_then_release(cli: Invoke, loaded_url: str) -> None:
+    host = _a_flat_host(loaded_url)
+    owner = ["--project", "cli-demo", "--user", "u1", "--consumer"]
+    result = cli(
+        "claim",
+        f"{host}=VCPU:2,MEMORY_MB:1024",
+        *owner,
+        CONSUMER,
+        "--consumer-type",
+        "INSTANCE",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["allocations"][host]["resources"] == {"VCPU": 2, "MEMORY_MB": 1024}
+    assert body["consumer_type"] == "INSTANCE" and body["consumer_generation"] == 1
+    # Claiming again replaces the allocations and may change the type.
+    again = cli("claim", f"{host}=VCPU:1", *owner, CONSUMER, "--consumer-type", "MIGRATION")
+    assert again.exit_code == 0, again.output
+    usages = json.loads(cli("usages", "project_id=cli-demo", "--json").stdout)["usages"]
+    assert usages == {"MIGRATION": {"consumer_count": 1, "VCPU": 1}}
+    released = cli("release", CONSUMER)
+    assert released.exit_code == 0, released.output
+    assert consumer_allocations(Database(loaded_url), CONSUMER).allocations == {}
+
+
+def test_claim_bad_input(cli: Invoke, loaded_url: str) -> None:
+    host = _a_flat_host(loaded_url)
+    owner = ["--project", "p", "--user", "u"]
+    bad_amount = cli("claim", f"{host}=VCPU:two", *owner, "--consumer-type", "INSTANCE")
+    assert_bad_request(bad_amount, "rpquery.cli.bad_allocation", "VCPU:two")
+    bad_type = cli("claim", f"{host}=VCPU:1", *owner, "--consumer-type", "vm", "--json")
+    assert_json_error(bad_type, "rpquery.consumer.bad_type")
+    bad_class = cli("claim", f"{host}=vcpu:1", *owner, "--consumer-type", "INSTANCE")
+    assert_bad_request(bad_class, "rpquery.resource_class.bad_name", "vcpu")
+
+
+def test_claim_over_capacity_exits_1_and_writes_nothing(cli: Invoke, loaded_url: str) -> None:
+    host = _a_flat_host(loaded_url)
+    result = cli(
+        "claim",
+        f"{host}=VCPU:10000",
+        "--project",
+        "p",
+        "--user",
+        "u",
+        "--consumer",
+        CONSUMER,
+        "--consumer-type",
+        "INSTANCE",
+        "--json",
+    )
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stderr)["errors"][0]["code"].startswith("rpquery.allocation.")
+    assert consumer_allocations(Database(loaded_url), CONSUMER).generation is None
+
+
+def test_release_bad_input(cli: Invoke) -> None:
+    assert_bad_request(cli("release", "not-a-uuid"), "rpquery.consumer.bad_uuid", "not-a-uuid")
+    missing = cli("release", CONSUMER, "--json")
+    assert_json_error(missing, "rpquery.consumer.not_found", exit_code=1)
+
+
+# ---------------------------------------------------------------- tour
+
+
+def test_tour_on_a_fresh_database_then_again(fresh_cli: Invoke) -> None:
+    first = fresh_cli("tour")
+    assert first.exit_code == 0, first.output
+    assert "$ rpquery load --hosts" in first.output
+    assert "by consumer type" in first.output and "INSTANCE" in first.output
+    second = fresh_cli("tour")
+    assert second.exit_code == 0, second.output
+    assert "reusing the" in second.output and "$ rpquery load" not in second.output
