@@ -259,15 +259,29 @@ PLACEMENT_TABLES = (
 # rpquery's own tables (migrations rpq0002 onwards); Placement never reads them
 # --------------------------------------------------------------------------
 
-# Aggregate metadata for the flavor filter (seed 000), keyed by aggregate uuid.
+# Aggregate metadata for the flavor filter (seed 000), keyed by aggregate uuid. Keys
+# and values compare byte for byte on MariaDB too (NO PAD binary collation), so "Key"
+# and "key" are two keys on every backend and NOT EXISTS pushed into SQL stays exact.
 aggregate_metadata = Table(
     "rpq_aggregate_metadata",
     metadata,
     *_timestamps(),
     Column("id", Integer, nullable=False),
     Column("aggregate_uuid", String(36), nullable=False),
-    Column("key", String(255), nullable=False),
-    Column("value", String(255), nullable=False),
+    Column(
+        "key",
+        String(255).with_variant(
+            mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
+        ),
+        nullable=False,
+    ),
+    Column(
+        "value",
+        String(255).with_variant(
+            mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
+        ),
+        nullable=False,
+    ),
     PrimaryKeyConstraint("id"),
     UniqueConstraint("aggregate_uuid", "key"),
     Index(None, "key"),

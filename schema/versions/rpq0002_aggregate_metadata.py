@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mysql
 
 revision = "rpq0002"
 down_revision = "rpq0001"
 branch_labels = None
 depends_on = None
+
+
+def _exact_text(length: int) -> sa.types.TypeEngine[str]:
+    # Byte-for-byte comparison on MariaDB too (NO PAD binary collation).
+    return sa.String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
+    )
 
 
 def upgrade() -> None:
@@ -23,8 +31,8 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(), nullable=True),
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("aggregate_uuid", sa.String(36), nullable=False),
-        sa.Column("key", sa.String(255), nullable=False),
-        sa.Column("value", sa.String(255), nullable=False),
+        sa.Column("key", _exact_text(255), nullable=False),
+        sa.Column("value", _exact_text(255), nullable=False),
         sa.PrimaryKeyConstraint("id", name="rpq_aggregate_metadata_pkey"),
         sa.UniqueConstraint(
             "aggregate_uuid", "key", name="uniq_rpq_aggregate_metadata0aggregate_uuid_key"
