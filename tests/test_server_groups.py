@@ -6,12 +6,15 @@ here the policy is exercised on its own, against topologies built with the facto
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
+from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InvalidRequest, NotFound
 from rpquery.policies import server_groups as sg
@@ -264,3 +267,48 @@ def test_weigher_config_validation(enabled, multipliers, code) -> None:  # type:
     with pytest.raises(InvalidRequest) as info:
         w.WeigherConfig.build(enabled, multipliers)
     assert info.value.code == code
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _cli(db: Database, *args: str) -> Result:
+    url = db.url.render_as_string(hide_password=False)
+    return CliRunner().invoke(main, ["--db", url, *args], catch_exceptions=False)
+
+
+def test_cli_create_and_show(sqlite_db: Database) -> None:
+    host = _hosts(sqlite_db, 1)[0]
+    made = _cli(sqlite_db, "server-group", "create", "--name", "db", "--policy",
+                "anti-affinity", "--max-server-per-host", "3", "--project", "p",
+                "--user", "u")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    group_uuid = made.output.strip()
+    vm = new_uuid()
+    _place(sqlite_db, sg.get_group(sqlite_db, group_uuid), (vm, host))
+
+    shown = _cli(sqlite_db, "server-group", "show", group_uuid, "--json")
+
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert data["rules"] == {"max_server_per_host": 3}
+    assert data["members"] == [
+        {"instance_uuid": vm, "hosts": [{"uuid": host.uuid, "name": "cn0"}]}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--policy", "affinity", "--policy", "soft-affinity"], "multiple_policies"),
+        ([], "no_policy"),
+        (["--policy", "soft-affinity", "--max-server-per-host", "2"], "rule_not_allowed"),
+    ],
+)
+def test_cli_create_rejects_bad_policies(sqlite_db: Database, args: list[str], code: str) -> None:
+    result = _cli(sqlite_db, "server-group", "create", "--name", "g", "--project", "p",
+                  "--user", "u", "--json", *args)  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    errors = json.loads(result.stderr)["errors"]
+    assert errors[0]["code"] == f"rpquery.server_group.{code}"

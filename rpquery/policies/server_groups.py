@@ -63,6 +63,9 @@ POLICY_RULES: dict[str, frozenset[str]] = {
     SOFT_ANTI_AFFINITY: frozenset(),
 }
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+#: Code of the conflict raised when a group changed since it was read. Not retried by
+#: the allocation write path: a scheduler must pick again with fresh member counts.
+GENERATION_CONFLICT = "rpquery.server_group.generation_conflict"
 
 
 # ---------------------------------------------------------------- values
@@ -131,7 +134,7 @@ class ServerGroupDetail:
     def as_dict(self) -> dict[str, Any]:
         g = self.group
         return {
-            "id": g.uuid,
+            "uuid": g.uuid,
             "name": g.name,
             "policy": g.policy,
             "rules": g.rules,
@@ -328,7 +331,7 @@ def bump_generation(conn: Connection, group: ServerGroup) -> ServerGroup:
     )
     if done.rowcount != 1:
         raise ConcurrentUpdate(
-            "rpquery.concurrent_update",
+            GENERATION_CONFLICT,
             f"server group {group.uuid} changed concurrently; re-read and retry",
             token=group.uuid,
         )

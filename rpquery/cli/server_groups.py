@@ -1,0 +1,207 @@
+"""``rpquery server-group ...``, ``rpquery schedule`` and ``rpquery move`` (seed 002).
+
+    $ rpquery server-group create --name web --policy soft-anti-affinity \\
+          --project P --user U --json
+    $ rpquery server-group show 5bbcc3c4-1da2-4437-a48a-66f15b1b13f9 --json
+    $ rpquery schedule 'resources=VCPU:1,MEMORY_MB:512' --server-group 5bbcc3c4-... \\
+          --project P --user U --consumer-type INSTANCE --count 2 --json
+    $ rpquery move 'resources=VCPU:1' --instance 0f5b... --action migrate --json
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import query_pairs as _pairs
+from rpquery.policies import server_groups as sg
+from rpquery.policies import weighers as w
+
+if TYPE_CHECKING:
+    from rpquery.scheduling import Scheduled
+
+#: Same as ``rpquery.scheduling.MOVE_ACTIONS``; scheduling (and the candidate query it
+#: needs) is imported only by the commands that run it.
+MOVE_ACTIONS = ("migrate", "evacuate", "rebuild")
+
+
+def _params(query: str) -> dict[str, list[str]]:
+    params: dict[str, list[str]] = {}
+    for key, value in _pairs(query):
+        params.setdefault(key, []).append(value)
+    return params
+
+
+def _weighers(enabled: Sequence[str], multipliers: Sequence[str]) -> w.WeigherConfig:
+    names = enabled or w.KNOWN_WEIGHERS
+    return w.WeigherConfig.build(names, w.parse_multipliers(multipliers))
+
+
+weigher_options = [
+    click.option(
+        "--weigher",
+        "enabled",
+        multiple=True,
+        help=f"Enabled weigher (repeatable; default all: {', '.join(w.KNOWN_WEIGHERS)}).",
+    ),
+    click.option(
+        "--weigher-multiplier",
+        "multipliers",
+        multiple=True,
+        metavar="NAME=X",
+        help="Multiplier (>= 0, default 1.0) of a weigher (repeatable).",
+    ),
+]
+
+
+def _with_weigher_options(fn):  # type: ignore[no-untyped-def]
+    for option in reversed(weigher_options):
+        fn = option(fn)
+    return fn
+
+
+@click.group("server-group")
+def server_group() -> None:
+    """Server groups: affinity, anti-affinity, soft-affinity, soft-anti-affinity."""
+
+
+@server_group.command("create")
+@click.option("--name", required=True, help="Group name.")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help=f"Exactly one of {', '.join(sg.POLICIES)}.",
+)
+@click.option(
+    "--max-server-per-host", type=int, default=None, help="anti-affinity only (default 1)."
+)
+@click.option("--project", required=True, help="Owning project (external id).")
+@click.option("--user", required=True, help="Owning user (external id).")
+@json_option
+@handles_errors
+def create(
+    name: str,
+    policies: tuple[str, ...],
+    max_server_per_host: int | None,
+    project: str,
+    user: str,
+    as_json: bool,
+) -> None:
+    """Create a group and print its uuid."""
+    rules = None if max_server_per_host is None else {sg.MAX_SERVER_PER_HOST: max_server_per_host}
+    group = sg.create_group(get_db(), name, policies, project, user, rules)
+    if as_json:
+        emit_json(sg.ServerGroupDetail(group, ()).as_dict())
+    else:
+        click.echo(group.uuid)
+
+
+@server_group.command("show")
+@click.argument("group_uuid")
+@json_option
+@handles_errors
+def show(group_uuid: str, as_json: bool) -> None:
+    """A group with its members and their hosts."""
+    detail = sg.show_group(get_db(), group_uuid)
+    if as_json:
+        emit_json(detail.as_dict())
+        return
+    g = detail.group
+    rules = ", ".join(f"{k}={v}" for k, v in g.rules.items())
+    click.echo(f"{g.uuid} {g.name} policy={g.policy} {rules}".rstrip())
+    emit_table(
+        "members",
+        ["instance", "hosts"],
+        [(m.instance_uuid, ", ".join(h.name or h.uuid for h in m.hosts)) for m in detail.members],
+    )
+
+
+@server_group.command("delete")
+@click.argument("group_uuid")
+@handles_errors
+def delete(group_uuid: str) -> None:
+    """Delete a group and its memberships (allocations stay)."""
+    sg.delete_group(get_db(), group_uuid)
+
+
+def _emit_placed(placed: Sequence[Scheduled], as_json: bool) -> None:
+    if as_json:
+        emit_json([p.as_dict() for p in placed])
+        return
+    emit_table(
+        "scheduled",
+        ["instance", "host", "host uuid"],
+        [(p.instance_uuid, p.host.name, p.host.uuid) for p in placed],
+    )
+
+
+@click.command("schedule")
+@click.argument("query")
+@click.option("--server-group", "group_uuid", required=True, help="Group uuid.")
+@click.option("--project", required=True, help="Project of the new instances.")
+@click.option("--user", required=True, help="User of the new instances.")
+@click.option("--consumer-type", default="INSTANCE", show_default=True)
+@click.option("--count", type=int, default=1, show_default=True, help="Instances to place.")
+@_with_weigher_options
+@json_option
+@handles_errors
+def schedule(
+    query: str,
+    group_uuid: str,
+    project: str,
+    user: str,
+    consumer_type: str,
+    count: int,
+    enabled: tuple[str, ...],
+    multipliers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Pick and claim hosts for COUNT new instances of a server group, one at a time."""
+    from rpquery import scheduling
+
+    placed = scheduling.schedule(
+        get_db(),
+        _params(query),
+        group_uuid,
+        project_id=project,
+        user_id=user,
+        consumer_type=consumer_type,
+        count=count,
+        weighers=_weighers(enabled, multipliers),
+    )
+    _emit_placed(placed, as_json)
+
+
+@click.command("move")
+@click.argument("query")
+@click.option("--instance", "instance_uuid", required=True, help="Member to move.")
+@click.option("--action", type=click.Choice(MOVE_ACTIONS), required=True, help="Kind of move.")
+@_with_weigher_options
+@json_option
+@handles_errors
+def move(
+    query: str,
+    instance_uuid: str,
+    action: Any,
+    enabled: tuple[str, ...],
+    multipliers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Migrate, evacuate or rebuild a member of a server group."""
+    from rpquery import scheduling
+
+    placed = scheduling.move(
+        get_db(),
+        _params(query),
+        instance_uuid,
+        action,
+        weighers=_weighers(enabled, multipliers),
+    )
+    _emit_placed([placed], as_json)
+
+
+COMMANDS = [server_group, schedule, move]
