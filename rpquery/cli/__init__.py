@@ -29,6 +29,9 @@ def main(ctx: click.Context, db_url: str, debug: bool) -> None:
     """Placement-compatible placement queries on SQLite, PostgreSQL and MariaDB."""
     ctx.ensure_object(dict)
     ctx.obj.update(db_url=db_url, debug=debug)
+    if debug:
+        for name, reason in SKIPPED_FEATURES.items():
+            click.echo(f"debug: commands of rpquery.cli.{name} left out: {reason}", err=True)
 
 
 @main.group("db")
@@ -71,17 +74,25 @@ def db_status(as_json: bool) -> None:
 FEATURE_MODULES = ("core", "tour", "aggregates", "server_groups", "tags", "reshape")
 
 
+#: Feature modules left out of this build, with the reason (shown by ``--debug``).
+SKIPPED_FEATURES: dict[str, str] = {}
+
+
 def _register_features() -> None:
+    """Attach every feature module's commands. A module that is absent, or that needs a
+    part of rpquery that is absent (a feature still being built), is left out so the
+    other commands keep working; any other import error is a bug and is raised."""
     import importlib
 
     for name in FEATURE_MODULES:
         module_name = f"rpquery.cli.{name}"
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # feature not built yet
-                continue
-            raise
+        except ImportError as exc:
+            if not (exc.name or "").startswith("rpquery"):
+                raise
+            SKIPPED_FEATURES[name] = str(exc)
+            continue
         for command in module.COMMANDS:
             main.add_command(command)
 
