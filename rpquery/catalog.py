@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import os_resource_classes as orc
 import os_traits
@@ -22,8 +23,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from rpquery import dialects
-from rpquery.errors import InvalidRequest
-from rpquery.tables import resource_classes, traits
+from rpquery.errors import Conflict, InUse, InvalidRequest, NotFound
+from rpquery.tables import (
+    CUSTOM_RC_MIN_ID,
+    allocations,
+    inventories,
+    resource_classes,
+    resource_provider_traits,
+    traits,
+)
+
+if TYPE_CHECKING:
+    from rpquery.db import Database
 
 CUSTOM_NAME_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 STANDARD_RESOURCE_CLASSES: tuple[str, ...] = tuple(orc.STANDARDS)
@@ -124,3 +135,131 @@ def _raise_missing(wanted: set[str], found: Mapping[str, int], code: str, what: 
     missing = sorted(wanted - found.keys())
     if missing:
         raise InvalidRequest(code, f"no such {what}: {', '.join(missing)}", token=missing[0])
+
+
+# ---------------------------------------------------------------- custom classes and traits
+#
+# Write functions for custom resource classes and traits (the write-path owner's
+# additions). Standard names are fixed: they can be neither created nor deleted here.
+
+_ID_ATTEMPTS = 5
+
+
+class _IdTaken(Exception):
+    """Internal: another writer took the custom class id we picked; pick again."""
+
+
+def _check_custom(name: object, what: str) -> str:
+    if not isinstance(name, str) or not is_valid_custom_name(name) or len(name) > 255:
+        raise InvalidRequest(
+            f"rpquery.{what}.bad_name",
+            f"invalid custom {what.replace('_', ' ')} {name!r}: must match CUSTOM_[A-Z0-9_]+",
+            token=str(name),
+        )
+    return name
+
+
+def create_resource_class(db: Database, name: str) -> int:
+    """Create custom resource class ``name`` and return its id (10000 and up).
+
+    ``InvalidRequest`` ``rpquery.resource_class.bad_name`` unless the name is
+    ``CUSTOM_[A-Z0-9_]+``; ``Conflict`` ``rpquery.resource_class.exists`` if it exists.
+    Two creators racing for the same id retry with the next one.
+
+    >>> # create_resource_class(db, "CUSTOM_FPGA")  -> 10000 on a fresh database
+    """
+    _check_custom(name, "resource_class")
+    rc = resource_classes
+    for _ in range(_ID_ATTEMPTS):
+        try:
+            with db.begin() as conn:
+                if resource_class_ids(conn, [name]):
+                    raise Conflict(
+                        "rpquery.resource_class.exists", f"{name} already exists", token=name
+                    )
+                top = conn.execute(
+                    sa.select(sa.func.max(rc.c.id)).where(rc.c.id >= CUSTOM_RC_MIN_ID)
+                ).scalar()
+                new_id = max(int(top or 0) + 1, CUSTOM_RC_MIN_ID)
+                try:
+                    conn.execute(rc.insert().values(id=new_id, name=name))
+                except sa.exc.IntegrityError as error:
+                    raise _IdTaken from error
+                return new_id
+        except _IdTaken:
+            continue
+    raise Conflict("rpquery.resource_class.exists", f"could not create {name}", token=name)
+
+
+def delete_resource_class(db: Database, name: str) -> None:
+    """Delete a custom resource class. ``InvalidRequest`` ``rpquery.resource_class.standard``
+    for a standard class, ``NotFound`` ``rpquery.resource_class.not_found``, ``InUse``
+    ``rpquery.resource_class.in_use`` while any inventory or allocation uses it."""
+    if name in STANDARD_RESOURCE_CLASSES:
+        raise InvalidRequest(
+            "rpquery.resource_class.standard", f"cannot delete standard class {name}", token=name
+        )
+    _check_custom(name, "resource_class")
+    with db.begin() as conn:
+        found = resource_class_ids(conn, [name]).get(name)
+        if found is None:
+            raise NotFound("rpquery.resource_class.not_found", f"no class {name}", token=name)
+        used = sa.select(
+            sa.exists().where(inventories.c.resource_class_id == found)
+            | sa.exists().where(allocations.c.resource_class_id == found)
+        )
+        if conn.execute(used).scalar():
+            raise InUse("rpquery.resource_class.in_use", f"{name} is in use", token=name)
+        conn.execute(resource_classes.delete().where(resource_classes.c.id == found))
+
+
+def list_resource_classes(db: Database) -> list[str]:
+    """Every resource class name, standard ones first (by id), then custom ones."""
+    with db.connect() as conn:
+        stmt = sa.select(resource_classes.c.name).order_by(resource_classes.c.id)
+        return list(conn.execute(stmt).scalars())
+
+
+def create_trait(db: Database, name: str) -> bool:
+    """Create custom trait ``name``; ``True`` if it was created, ``False`` if it existed
+    (idempotent, like Placement's ``PUT /traits/{name}``). ``InvalidRequest``
+    ``rpquery.trait.bad_name`` unless the name is ``CUSTOM_[A-Z0-9_]+``."""
+    _check_custom(name, "trait")
+    with db.begin() as conn:
+        if trait_ids(conn, [name]):
+            return False
+        dialects.insert_ignore(conn, traits, [{"name": name}])
+        return True
+
+
+def delete_trait(db: Database, name: str) -> None:
+    """Delete a custom trait. ``InvalidRequest`` ``rpquery.trait.standard`` for a standard
+    trait, ``NotFound`` ``rpquery.trait.not_found``, ``InUse`` ``rpquery.trait.in_use``
+    while a provider has it."""
+    if name in STANDARD_TRAITS:
+        raise InvalidRequest(
+            "rpquery.trait.standard", f"cannot delete standard trait {name}", token=name
+        )
+    _check_custom(name, "trait")
+    with db.begin() as conn:
+        found = trait_ids(conn, [name]).get(name)
+        if found is None:
+            raise NotFound("rpquery.trait.not_found", f"no trait {name}", token=name)
+        links = resource_provider_traits
+        if conn.execute(sa.select(sa.exists().where(links.c.trait_id == found))).scalar():
+            raise InUse("rpquery.trait.in_use", f"{name} is set on a provider", token=name)
+        try:
+            conn.execute(traits.delete().where(traits.c.id == found))
+        except sa.exc.IntegrityError as error:
+            raise InUse("rpquery.trait.in_use", f"{name} is set on a provider") from error
+
+
+def list_traits(db: Database, *, prefix: str | None = None) -> list[str]:
+    """Trait names, sorted; only those starting with ``prefix`` when given
+    (Placement's ``name=startswith:``)."""
+    stmt = sa.select(traits.c.name).order_by(traits.c.name)
+    if prefix:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = stmt.where(traits.c.name.like(escaped + "%", escape="\\"))
+    with db.connect() as conn:
+        return list(conn.execute(stmt).scalars())

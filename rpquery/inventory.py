@@ -1,0 +1,294 @@
+"""Inventory writes: replace all of a provider's inventories, set one, delete one.
+
+>>> from rpquery.models import Inventory
+>>> # gen = set_inventories(db, rp_uuid, {"VCPU": Inventory(total=8, allocation_ratio=16.0),
+>>> #                                     "MEMORY_MB": Inventory(total=4096, reserved=512)},
+>>> #                       generation=0)          # returns 1, the new generation
+>>> check_inventory("VCPU", Inventory(total=0))
+Traceback (most recent call last):
+...
+rpquery.errors.InvalidRequest: ... (rpquery.inventory.bad_total)
+
+Every write is guarded by the provider generation the caller read: the provider row is
+bumped first with a conditional ``UPDATE`` (which also serialises it against allocation
+writers, who bump the same row), then the current inventories and their usage are read
+in one statement and checked:
+
+- removing an inventory that has allocations → ``InUse`` ``rpquery.inventory.in_use``
+  (Placement's rule);
+- lowering capacity ``(total - reserved) * allocation_ratio`` below current usage →
+  ``InUse`` ``rpquery.inventory.capacity_below_usage``. Placement only logs this; rpquery
+  refuses it (issue 2). A provider that is already over capacity may still be updated
+  as long as the update does not lower capacity further.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from rpquery import catalog
+from rpquery.db import Database
+from rpquery.dialects import to_int
+from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
+from rpquery.models import Inventory, check_uuid
+from rpquery.providers import GENERATION_CONFLICT, check_generation
+from rpquery.tables import allocations, inventories, resource_classes, resource_providers
+
+MAX_INT = 2**31 - 1
+_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
+
+
+@dataclass(frozen=True)
+class _Current:
+    """An existing inventory row with the usage of its class on the provider."""
+
+    row_id: int
+    inventory: Inventory
+    used: int
+
+
+# ---------------------------------------------------------------- validation (pure)
+
+
+def _bad(rc: str, field: str, detail: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"rpquery.inventory.bad_{field}", f"inventory of {rc}: {detail}", token=f"{rc}.{field}"
+    )
+
+
+def check_inventory(rc: str, inv: Inventory) -> Inventory:
+    """Check one inventory without the database: total > 0, 0 <= reserved <= total,
+    1 <= min_unit <= max_unit <= total, step_size >= 1, allocation_ratio > 0, all ints
+    below 2**31 (``InvalidRequest`` ``rpquery.inventory.bad_<field>``, token ``RC.field``).
+    """
+    catalog.check_resource_class_name(rc)
+    for field in _FIELDS[:-1]:
+        value = getattr(inv, field)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+            raise _bad(rc, field, f"{field} must be an integer in 0..{MAX_INT}, got {value!r}")
+    ratio = inv.allocation_ratio
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
+        raise _bad(rc, "allocation_ratio", f"allocation_ratio must be > 0, got {ratio!r}")
+    max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+    if inv.total < 1:
+        raise _bad(rc, "total", f"total must be > 0, got {inv.total}")
+    if inv.reserved > inv.total:
+        raise _bad(rc, "reserved", f"reserved {inv.reserved} exceeds total {inv.total}")
+    if inv.min_unit < 1 or inv.min_unit > max_unit:
+        raise _bad(rc, "min_unit", f"min_unit {inv.min_unit} must be in 1..max_unit {max_unit}")
+    if max_unit > inv.total:
+        raise _bad(rc, "max_unit", f"max_unit {max_unit} exceeds total {inv.total}")
+    if inv.step_size < 1:
+        raise _bad(rc, "step_size", f"step_size must be >= 1, got {inv.step_size}")
+    return inv
+
+
+# ---------------------------------------------------------------- statements
+
+
+def current_select(rp_id: int) -> sa.Select:
+    """The provider's inventories with the usage of each class, in one statement::
+
+    SELECT inv.*, (SELECT SUM(used) FROM allocations a
+                   WHERE a.resource_provider_id = inv.resource_provider_id
+                     AND a.resource_class_id = inv.resource_class_id) AS used
+    FROM inventories inv WHERE inv.resource_provider_id = :rp
+    """
+    inv, alloc = inventories, allocations
+    used = (
+        sa.select(sa.func.sum(alloc.c.used))
+        .where(
+            alloc.c.resource_provider_id == inv.c.resource_provider_id,
+            alloc.c.resource_class_id == inv.c.resource_class_id,
+        )
+        .scalar_subquery()
+    )
+    fields = [inv.c[name] for name in _FIELDS]
+    return sa.select(inv.c.resource_class_id, inv.c.id, *fields, used.label("used")).where(
+        inv.c.resource_provider_id == rp_id
+    )
+
+
+def _read_current(conn: Connection, rp_id: int) -> dict[int, _Current]:
+    found = {}
+    for row in conn.execute(current_select(rp_id)):
+        found[row.resource_class_id] = _Current(row.id, _inventory(row[2:8]), to_int(row.used))
+    return found
+
+
+def _inventory(values: Sequence[Any]) -> Inventory:
+    """An :class:`Inventory` from the six columns in ``_FIELDS`` order."""
+    total, reserved, min_unit, max_unit, step_size, ratio = values
+    return Inventory(total, reserved, min_unit, max_unit, step_size, float(ratio))
+
+
+def _lock_provider(conn: Connection, rp_uuid: str, generation: int) -> int:
+    """Check the caller's generation and bump it (conditional UPDATE); the provider id."""
+    rp = resource_providers
+    row = conn.execute(sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == rp_uuid)).first()
+    if row is None:
+        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
+    result = conn.execute(
+        rp.update()
+        .where(rp.c.id == row.id, rp.c.generation == generation)
+        .values(generation=rp.c.generation + 1)
+    )
+    if result.rowcount != 1:
+        raise ConcurrentUpdate(
+            GENERATION_CONFLICT,
+            f"provider {rp_uuid} is at generation {row.generation}, not {generation}",
+            token=rp_uuid,
+        )
+    return int(row.id)
+
+
+# ---------------------------------------------------------------- the write
+
+
+def _check_usage(rc: str, old: _Current | None, new: Inventory | None) -> None:
+    if old is None or old.used == 0:
+        return
+    if new is None:
+        raise InUse(
+            "rpquery.inventory.in_use",
+            f"cannot remove inventory of {rc}: {old.used} units are allocated",
+            token=rc,
+        )
+    if new.capacity < old.used and new.capacity < old.inventory.capacity:
+        raise InUse(
+            "rpquery.inventory.capacity_below_usage",
+            f"capacity of {rc} would drop to {new.capacity}, below its usage {old.used}",
+            token=rc,
+        )
+
+
+def _values(inv: Inventory) -> dict[str, Any]:
+    return {name: getattr(inv, name) for name in _FIELDS}
+
+
+def _apply(
+    conn: Connection, rp_id: int, changes: Mapping[str, Inventory | None], rc_ids: dict[str, int]
+) -> None:
+    """Check ``changes`` (class → new inventory, ``None`` = remove) against the current
+    rows and usage, then delete, update and insert (one statement each)."""
+    current = _read_current(conn, rp_id)
+    drop: list[int] = []
+    update: list[dict[str, Any]] = []
+    insert: list[dict[str, Any]] = []
+    for rc, new in sorted(changes.items()):
+        old = current.get(rc_ids[rc])
+        _check_usage(rc, old, new)
+        if new is None and old is not None:
+            drop.append(old.row_id)
+        elif new is not None and old is None:
+            insert.append({"resource_provider_id": rp_id, "resource_class_id": rc_ids[rc]})
+            insert[-1].update(_values(new))
+        elif new is not None and old is not None and new != old.inventory:
+            update.append({"row_id": old.row_id, **{f"v_{k}": v for k, v in _values(new).items()}})
+    inv = inventories
+    if drop:
+        conn.execute(inv.delete().where(inv.c.id.in_(drop)))
+    if update:
+        stmt = (
+            inv.update()
+            .where(inv.c.id == sa.bindparam("row_id"))
+            .values({name: sa.bindparam(f"v_{name}") for name in _FIELDS})
+        )
+        conn.execute(stmt, update)
+    if insert:
+        conn.execute(inv.insert(), insert)
+
+
+def _write(
+    db: Database,
+    rp_uuid: str,
+    changes: Mapping[str, Inventory | None],
+    generation: int,
+    *,
+    replace_all: bool,
+) -> int:
+    rp_uuid = check_uuid(rp_uuid, what="provider")
+    check_generation(generation)
+    for rc, inv in changes.items():
+        if inv is None:
+            catalog.check_resource_class_name(rc)
+        else:
+            check_inventory(rc, inv)
+    with db.begin() as conn:
+        rc_ids = catalog.require_resource_class_ids(conn, changes)
+        rp_id = _lock_provider(conn, rp_uuid, generation)
+        if replace_all:
+            names = {rc_id: name for name, rc_id in _class_names(conn, rp_id).items()}
+            removed = {names[rc_id]: None for rc_id in names if rc_id not in rc_ids.values()}
+            changes = {**removed, **changes}
+            rc_ids = {**{name: rc_id for rc_id, name in names.items()}, **rc_ids}
+        elif any(inv is None for inv in changes.values()):
+            _require_present(conn, rp_id, changes, rc_ids)
+        _apply(conn, rp_id, changes, rc_ids)
+    return generation + 1
+
+
+def _class_names(conn: Connection, rp_id: int) -> dict[str, int]:
+    stmt = (
+        sa.select(resource_classes.c.name, resource_classes.c.id)
+        .join(inventories, inventories.c.resource_class_id == resource_classes.c.id)
+        .where(inventories.c.resource_provider_id == rp_id)
+    )
+    return {name: int(rc_id) for name, rc_id in conn.execute(stmt)}
+
+
+def _require_present(
+    conn: Connection, rp_id: int, changes: Mapping[str, Inventory | None], rc_ids: dict[str, int]
+) -> None:
+    have = set(_class_names(conn, rp_id))
+    for rc, inv in changes.items():
+        if inv is None and rc not in have:
+            raise NotFound(
+                "rpquery.inventory.not_found", f"the provider has no inventory of {rc}", token=rc
+            )
+
+
+# ---------------------------------------------------------------- public API
+
+
+def set_inventories(
+    db: Database, rp_uuid: str, inventories: Mapping[str, Inventory], *, generation: int
+) -> int:
+    """Replace all inventories of a provider (classes not named are removed); returns the
+    new provider generation. Errors: see the module docstring and ``docs/writes.md``."""
+    return _write(db, rp_uuid, dict(inventories), generation, replace_all=True)
+
+
+def set_inventory(db: Database, rp_uuid: str, rc: str, inv: Inventory, *, generation: int) -> int:
+    """Create or update the inventory of one class, leaving the others alone."""
+    return _write(db, rp_uuid, {rc: inv}, generation, replace_all=False)
+
+
+def delete_inventory(db: Database, rp_uuid: str, rc: str, *, generation: int) -> int:
+    """Remove the inventory of one class (``rpquery.inventory.not_found`` if there is
+    none, ``rpquery.inventory.in_use`` if it has allocations)."""
+    return _write(db, rp_uuid, {rc: None}, generation, replace_all=False)
+
+
+def get_inventories(db: Database, rp_uuid: str) -> dict[str, Inventory]:
+    """``{resource class: Inventory}`` of a provider (``{}`` if it has none);
+    ``NotFound`` ``rpquery.provider.not_found`` if the provider does not exist."""
+    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp, inv, rc = resource_providers, inventories, resource_classes
+    stmt = (
+        sa.select(rp.c.id, rc.c.name, *(inv.c[name] for name in _FIELDS))
+        .select_from(rp)
+        .outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
+        .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
+        .where(rp.c.uuid == rp_uuid)
+    )
+    with db.connect() as conn:
+        rows = conn.execute(stmt).all()
+    if not rows:
+        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
+    return {row[1]: _inventory(row[2:8]) for row in rows if row[1] is not None}
