@@ -320,7 +320,7 @@ server_group_members = Table(
 # Tags compare byte for byte everywhere: on MariaDB a NO PAD binary collation, so
 # "Web", "web" and "web " are three tags as they are on the backend.
 def _exact_text(length: int) -> Unicode:
-    return Unicode(length).with_variant(  # type: ignore[return-value]
+    return Unicode(length).with_variant(
         mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
     )
 

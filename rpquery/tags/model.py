@@ -1,0 +1,194 @@
+"""Namespaces, limits, validation and the frozen values of instance tags.
+
+A tag belongs to one instance (a consumer uuid) and one *namespace*: who set it
+(``user``, ``system``, more by configuration). Callers name the namespace; the
+backend sees each tag as ``prefix + encode(tag)``, e.g. ``cyclades:user:web``.
+
+Validation happens here, before anything touches the database:
+
+>>> cfg = DEFAULT_CONFIG
+>>> cfg.backend_form("user", "web server")
+'cyclades:user:web+server'
+>>> validate_tags(cfg, "user", ["b", "a", "b"])
+('b', 'a')
+>>> try:
+...     validate_tag(cfg, "user", "a/b")
+... except InvalidRequest as exc:
+...     exc.code
+'rpquery.tags.bad_character'
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rpquery.errors import InvalidRequest
+from rpquery.tags import codec
+
+#: Ganeti's rule for a tag, prefix included.
+BACKEND_TAG_RE = re.compile(r"^[A-Za-z0-9_.+*/:@-]+$")
+_NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+class TagStatus(StrEnum):
+    """``PENDADD`` until the backend confirms the add, then ``ACTIVE``."""
+
+    PENDADD = "PENDADD"
+    ACTIVE = "ACTIVE"
+
+
+@dataclass(frozen=True)
+class TagConfig:
+    """Prefixes per namespace and the limits; every operation takes one.
+
+    >>> TagConfig(prefixes={"user": "acme:u:"}).prefixes["user"]
+    'acme:u:'
+    """
+
+    prefixes: Mapping[str, str] = field(
+        default_factory=lambda: {"user": "cyclades:user:", "system": "cyclades:system:"}
+    )
+    max_length: int = 60
+    max_tags: int = 50
+    backend_max_length: int = 128
+
+    def __post_init__(self) -> None:
+        for name, prefix in self.prefixes.items():
+            if not _NAMESPACE_RE.match(name):
+                raise ValueError(f"bad namespace name {name!r}")
+            if not prefix or not BACKEND_TAG_RE.match(prefix):
+                raise ValueError(f"prefix {prefix!r} breaks the backend tag rule")
+        ordered = sorted(self.prefixes.values())
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            if b.startswith(a):
+                raise ValueError(f"prefix {a!r} is a prefix of {b!r}: namespaces would overlap")
+
+    def backend_form(self, namespace: str, tag: str) -> str:
+        """What the backend stores for ``tag`` in ``namespace``."""
+        return self.prefixes[namespace] + codec.encode(tag)
+
+    def parse_backend_form(self, encoded: str) -> tuple[str, str] | None:
+        """``(namespace, tag)`` of a backend tag, or ``None`` when it carries none of
+        our prefixes or is not a valid encoding (foreign tags are ignored)."""
+        for name, prefix in self.prefixes.items():
+            if encoded.startswith(prefix):
+                try:
+                    return name, codec.decode(encoded[len(prefix) :])
+                except InvalidRequest:
+                    return None
+        return None
+
+
+DEFAULT_CONFIG = TagConfig()
+
+
+@dataclass(frozen=True)
+class Tag:
+    """One stored tag as its namespace's caller sees it."""
+
+    tag: str
+    status: TagStatus
+
+
+@dataclass(frozen=True)
+class ConflictSkip:
+    """``tag`` was not applied because ``kept``, already present, excludes it."""
+
+    tag: str
+    kept: str
+
+
+@dataclass(frozen=True)
+class TagWriteResult:
+    """What a write did. ``tags`` is the namespace's state after the write.
+
+    ``added``: new PENDADD rows (add jobs submitted); ``deleted``: rows removed
+    (delete jobs submitted); ``unchanged``: asked-for tags already present;
+    ``pending_kept``: PENDADD tags a replace/delete-all could not touch;
+    ``skipped``: tags not applied because of a conflict with a present tag.
+    """
+
+    instance_uuid: str
+    namespace: str
+    tags: tuple[Tag, ...]
+    added: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    pending_kept: tuple[str, ...] = ()
+    skipped: tuple[ConflictSkip, ...] = ()
+    job_ids: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------ validation
+
+
+def validate_instance(instance_uuid: str) -> str:
+    """The instance uuid, lower-cased; ``rpquery.tags.bad_instance`` otherwise."""
+    try:
+        ok = len(instance_uuid) == 36 and uuid.UUID(instance_uuid) is not None
+    except (ValueError, AttributeError, TypeError):
+        ok = False
+    if not ok:
+        raise InvalidRequest(
+            "rpquery.tags.bad_instance",
+            f"instance {instance_uuid!r} is not a uuid",
+            token=str(instance_uuid),
+        )
+    return instance_uuid.lower()
+
+
+def validate_namespace(config: TagConfig, namespace: str) -> str:
+    if namespace not in config.prefixes:
+        raise InvalidRequest(
+            "rpquery.tags.unknown_namespace",
+            f"unknown namespace {namespace!r}; known: {', '.join(sorted(config.prefixes))}",
+            token=str(namespace),
+        )
+    return namespace
+
+
+def validate_tag(config: TagConfig, namespace: str, tag: str) -> str:
+    """``tag`` unchanged when acceptable in ``namespace``; ``InvalidRequest`` otherwise."""
+    if not isinstance(tag, str) or not tag:
+        raise InvalidRequest(
+            "rpquery.tags.empty", "a tag must be a non-empty string", token=repr(tag)
+        )
+    if len(tag) > config.max_length:
+        raise _bad(tag, "rpquery.tags.too_long", f"longer than {config.max_length} characters")
+    for char in "/,":
+        if char in tag:
+            raise _bad(
+                tag, "rpquery.tags.bad_character", f"contains {char!r}, which is not allowed"
+            )
+    form = config.backend_form(validate_namespace(config, namespace), tag)
+    if len(form) > config.backend_max_length:
+        raise _bad(
+            tag,
+            "rpquery.tags.backend_rejects",
+            f"backend form is {len(form)} characters, over the backend's "
+            f"{config.backend_max_length}",
+        )
+    if not BACKEND_TAG_RE.match(form):  # pragma: no cover - the codec guarantees it
+        raise _bad(tag, "rpquery.tags.backend_rejects", "backend form breaks the tag alphabet")
+    return tag
+
+
+def validate_tags(config: TagConfig, namespace: str, tags: Iterable[str]) -> tuple[str, ...]:
+    """Validated tags, duplicates dropped (first occurrence kept), at most
+    ``max_tags`` of them (``rpquery.tags.too_many``)."""
+    out = tuple(dict.fromkeys(validate_tag(config, namespace, t) for t in tags))
+    if len(out) > config.max_tags:
+        raise InvalidRequest(
+            "rpquery.tags.too_many",
+            f"{len(out)} tags requested, at most {config.max_tags} per instance and namespace",
+            token=out[config.max_tags],
+        )
+    return out
+
+
+def _bad(tag: str, code: str, why: str) -> InvalidRequest:
+    return InvalidRequest(code, f"tag {tag!r} {why}", token=tag)
