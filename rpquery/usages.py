@@ -23,6 +23,7 @@ different, ordinary type.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,31 +230,41 @@ def provider_usages_statement(rp_uuid: str) -> Select[Any]:
     )
 
 
-def _project_scope(project_id: str, user_id: str | None, consumer_type: str | None) -> sa.CTE:
+def _type_mode(consumer_type: str | None) -> str:
+    """The statement shape a ``consumer_type`` filter needs."""
+    if consumer_type is None:
+        return "grouped"
+    if consumer_type in (ALL, UNKNOWN):
+        return consumer_type
+    return "named"
+
+
+def _project_scope(with_user: bool, mode: str) -> sa.CTE:
     """The allocations of the project's (and user's) consumers, with each consumer's
-    type name (NULL for untyped; not selected at all for ``all``).
+    type name (NULL for untyped; a NULL constant for ``all``). Bind parameters:
+    ``project_id``, ``user_id``, ``consumer_type``.
 
     Reached through indexes only: ``projects.external_id`` (unique) →
     ``consumers (project_id[, user_id], uuid)`` → ``allocations.consumer_id``.
     """
-    a, c = allocations, consumers
+    a, c, t = allocations, consumers, consumer_types
     frm = a.join(c, c.c.uuid == a.c.consumer_id).join(projects, projects.c.id == c.c.project_id)
-    where: list[sa.ColumnElement[bool]] = [projects.c.external_id == project_id]
-    if user_id is not None:
+    where: list[sa.ColumnElement[bool]] = [
+        projects.c.external_id == sa.bindparam("project_id", type_=sa.String(255))
+    ]
+    if with_user:
         frm = frm.join(users, users.c.id == c.c.user_id)
-        where.append(users.c.external_id == user_id)
-    if consumer_type == ALL:
-        type_name: sa.ColumnElement[Any] = sa.cast(sa.null(), sa.Unicode(255))
-    elif consumer_type == UNKNOWN:
+        where.append(users.c.external_id == sa.bindparam("user_id", type_=sa.String(255)))
+    type_name: sa.ColumnElement[Any] = t.c.name
+    if mode in (ALL, UNKNOWN):
         type_name = sa.cast(sa.null(), sa.Unicode(255))
-        where.append(c.c.consumer_type_id.is_(None))
-    elif consumer_type is None:
-        frm = frm.outerjoin(consumer_types, consumer_types.c.id == c.c.consumer_type_id)
-        type_name = consumer_types.c.name
+        if mode == UNKNOWN:
+            where.append(c.c.consumer_type_id.is_(None))
+    elif mode == "grouped":
+        frm = frm.outerjoin(t, t.c.id == c.c.consumer_type_id)
     else:
-        frm = frm.join(consumer_types, consumer_types.c.id == c.c.consumer_type_id)
-        type_name = consumer_types.c.name
-        where.append(consumer_types.c.name == consumer_type)
+        frm = frm.join(t, t.c.id == c.c.consumer_type_id)
+        where.append(t.c.name == sa.bindparam("consumer_type", type_=sa.Unicode(255)))
     return (
         sa.select(type_name.label("type_name"), a.c.consumer_id, a.c.resource_class_id, a.c.used)
         .select_from(frm)
@@ -262,19 +273,11 @@ def _project_scope(project_id: str, user_id: str | None, consumer_type: str | No
     )
 
 
-def project_usages_statement(
-    project_id: str, *, user_id: str | None = None, consumer_type: str | None = None
-) -> sa.CompoundSelect:
-    """Grouped usages in one statement: rows ``(type_name, resource_class, used, NULL)``
-    per type and class, then ``(type_name, NULL, NULL, consumer_count)`` per type.
-
-    ``WITH scoped AS (...) SELECT type_name, rc.name, SUM(used), NULL FROM scoped JOIN
-    resource_classes rc GROUP BY type_name, rc.name UNION ALL SELECT type_name, NULL,
-    NULL, COUNT(DISTINCT consumer_id) FROM scoped GROUP BY type_name``
-
-    ``consumer_type`` must already be validated (:func:`check_consumer_type_filter`).
-    """
-    scoped = _project_scope(project_id, user_id, consumer_type)
+@functools.cache
+def _usages_shape(with_user: bool, mode: str) -> sa.CompoundSelect:
+    """Built once per shape and reused: SQLAlchemy's compiled cache then skips both
+    building and compiling (about 1.5 ms a call on PostgreSQL)."""
+    scoped = _project_scope(with_user, mode)
     rc = resource_classes
     per_class = (
         sa.select(
@@ -295,15 +298,47 @@ def project_usages_statement(
     return sa.union_all(per_class, counts)
 
 
-def project_totals_statement(project_id: str, *, user_id: str | None = None) -> Select[Any]:
-    """Pre-1.38 ``GET /usages``: the project's (and user's) usage per class, no types."""
-    scoped = _project_scope(project_id, user_id, ALL)
+@functools.cache
+def _totals_shape(with_user: bool) -> Select[Any]:
+    scoped = _project_scope(with_user, ALL)
     rc = resource_classes
     return (
         sa.select(rc.c.name.label("resource_class"), sa.func.sum(scoped.c.used).label("used"))
         .select_from(scoped.join(rc, rc.c.id == scoped.c.resource_class_id))
         .group_by(rc.c.name)
     )
+
+
+def _usage_params(
+    project_id: str, user_id: str | None, consumer_type: str | None
+) -> dict[str, str]:
+    params = {"project_id": project_id}
+    if user_id is not None:
+        params["user_id"] = user_id
+    if _type_mode(consumer_type) == "named":
+        params["consumer_type"] = str(consumer_type)
+    return params
+
+
+def project_usages_statement(
+    project_id: str, *, user_id: str | None = None, consumer_type: str | None = None
+) -> sa.CompoundSelect:
+    """Grouped usages in one statement: rows ``(type_name, resource_class, used, NULL)``
+    per type and class, then ``(type_name, NULL, NULL, consumer_count)`` per type.
+
+    ``WITH scoped AS (...) SELECT type_name, rc.name, SUM(used), NULL FROM scoped JOIN
+    resource_classes rc GROUP BY type_name, rc.name UNION ALL SELECT type_name, NULL,
+    NULL, COUNT(DISTINCT consumer_id) FROM scoped GROUP BY type_name``
+
+    ``consumer_type`` must already be validated (:func:`check_consumer_type_filter`).
+    """
+    shape = _usages_shape(user_id is not None, _type_mode(consumer_type))
+    return shape.params(_usage_params(project_id, user_id, consumer_type))
+
+
+def project_totals_statement(project_id: str, *, user_id: str | None = None) -> Select[Any]:
+    """Pre-1.38 ``GET /usages``: the project's (and user's) usage per class, no types."""
+    return _totals_shape(user_id is not None).params(_usage_params(project_id, user_id, None))
 
 
 # ---------------------------------------------------------------- executors
@@ -385,9 +420,9 @@ def project_usages(
     _check_external_id(project_id, "project_id")
     _check_external_id(user_id, "user_id", optional=True)
     check_consumer_type_filter(consumer_type)
-    stmt = project_usages_statement(project_id, user_id=user_id, consumer_type=consumer_type)
+    shape = _usages_shape(user_id is not None, _type_mode(consumer_type))
     with db.connect() as conn:
-        rows = conn.execute(stmt).all()
+        rows = conn.execute(shape, _usage_params(project_id, user_id, consumer_type)).all()
     return UsageReport(project_id, user_id, consumer_type, _groups(rows, consumer_type))
 
 
@@ -415,7 +450,9 @@ def project_usages_total(
     _check_external_id(project_id, "project_id")
     _check_external_id(user_id, "user_id", optional=True)
     with db.connect() as conn:
-        rows = conn.execute(project_totals_statement(project_id, user_id=user_id)).all()
+        rows = conn.execute(
+            _totals_shape(user_id is not None), _usage_params(project_id, user_id, None)
+        ).all()
     return {row.resource_class: dialects.to_int(row.used) for row in sorted(rows)}
 
 
