@@ -31,12 +31,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from rpquery import catalog
+from rpquery import catalog, providers
 from rpquery.db import Database
 from rpquery.dialects import to_int
-from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
+from rpquery.errors import InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory, check_uuid
-from rpquery.providers import GENERATION_CONFLICT, check_generation
+from rpquery.providers import check_generation
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
 
 MAX_INT = 2**31 - 1
@@ -127,26 +127,6 @@ def _inventory(values: Sequence[Any]) -> Inventory:
     return Inventory(total, reserved, min_unit, max_unit, step_size, float(ratio))
 
 
-def _lock_provider(conn: Connection, rp_uuid: str, generation: int) -> int:
-    """Check the caller's generation and bump it (conditional UPDATE); the provider id."""
-    rp = resource_providers
-    row = conn.execute(sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == rp_uuid)).first()
-    if row is None:
-        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
-    result = conn.execute(
-        rp.update()
-        .where(rp.c.id == row.id, rp.c.generation == generation)
-        .values(generation=rp.c.generation + 1)
-    )
-    if result.rowcount != 1:
-        raise ConcurrentUpdate(
-            GENERATION_CONFLICT,
-            f"provider {rp_uuid} is at generation {row.generation}, not {generation}",
-            token=rp_uuid,
-        )
-    return int(row.id)
-
-
 # ---------------------------------------------------------------- the write
 
 
@@ -221,7 +201,7 @@ def _write(
             check_inventory(rc, inv)
     with db.begin() as conn:
         rc_ids = catalog.require_resource_class_ids(conn, changes)
-        rp_id = _lock_provider(conn, rp_uuid, generation)
+        rp_id = providers.claim_generation(conn, rp_uuid, generation)
         if replace_all:
             names = {rc_id: name for name, rc_id in _class_names(conn, rp_id).items()}
             removed = {names[rc_id]: None for rc_id in names if rc_id not in rc_ids.values()}

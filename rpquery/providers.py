@@ -111,6 +111,34 @@ def get_provider(db: Database, rp_uuid: str) -> ResourceProvider:
 # ---------------------------------------------------------------- writes
 
 
+def claim_generation(conn: Connection, rp_uuid: str, generation: int) -> int:
+    """Raise the generation of provider ``rp_uuid`` from ``generation`` (the value the
+    caller read) by one, and return the provider id.
+
+    Writes guarded by the provider generation (inventories, traits, aggregates) call
+    this first: the conditional ``UPDATE`` both checks the generation and takes the row
+    lock, so concurrent writers to the same provider queue behind it. ``NotFound``
+    ``rpquery.provider.not_found``; ``ConcurrentUpdate``
+    ``rpquery.provider.generation_conflict``.
+    """
+    rp = resource_providers
+    row = conn.execute(sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == rp_uuid)).first()
+    if row is None:
+        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
+    result = conn.execute(
+        rp.update()
+        .where(rp.c.id == row.id, rp.c.generation == generation)
+        .values(generation=rp.c.generation + 1)
+    )
+    if result.rowcount != 1:
+        raise ConcurrentUpdate(
+            GENERATION_CONFLICT,
+            f"provider {rp_uuid} is at generation {row.generation}, not {generation}",
+            token=rp_uuid,
+        )
+    return int(row.id)
+
+
 def _duplicate(name: str, rp_uuid: str, error: Exception) -> Conflict:
     detail = f"a provider named {name!r} or with uuid {rp_uuid} already exists"
     conflict = Conflict("rpquery.provider.duplicate", detail, token=name)
