@@ -1,0 +1,177 @@
+"""``GET /allocation_candidates``: which combinations of providers could host a request.
+
+>>> from rpquery.db import Database
+>>> db = Database("sqlite://"); db.upgrade()
+>>> allocation_candidates(db, "resources=VCPU:1").allocation_requests
+()
+
+How one request runs (a fixed number of statements, whatever the cloud's size):
+
+1. names → ids (one statement);
+2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
+   policy needing every host, a per-class "could serve" test plus ``ORDER BY``/``LIMIT``
+   so only a batch of trees is looked at);
+3. sharing pairs, then one statement per request group with capacity, usage, traits and
+   aggregates (:mod:`rpquery.candidates_sql`);
+4. the pruning search (:mod:`rpquery.candidates_search`), then policies' ``keep`` and
+   ``weigh``, then ``limit``;
+5. provider summaries for the returned trees only (two statements).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
+
+from rpquery import candidates_sql as q
+from rpquery.candidates_exec import (
+    Loaded,
+    fetch_names,
+    fetch_summaries,
+    load_groups,
+    select_roots,
+    statements_for,
+)
+from rpquery.candidates_results import (
+    AllocationCandidates,
+    AllocationRequest,
+    ProviderSummary,
+    ResourceSummary,
+)
+from rpquery.candidates_search import RawCandidate, search_anchor
+from rpquery.db import Database
+from rpquery.policies.base import HostPolicy
+from rpquery.request import CandidatesRequest, Params, as_candidates_request
+
+
+def allocation_candidates(
+    db: Database | Connection,
+    request: CandidatesRequest | Params,
+    *,
+    policies: Sequence[HostPolicy] = (),
+) -> AllocationCandidates:
+    """Allocation candidates for ``request`` (typed, query string or multi-dict)."""
+    req = as_candidates_request(request)
+    if isinstance(db, Connection):
+        return _run(db, req, policies)
+    with db.connect() as conn:
+        return _run(conn, req, policies)
+
+
+def _run(
+    conn: Connection, req: CandidatesRequest, policies: Sequence[HostPolicy]
+) -> AllocationCandidates:
+    names = fetch_names(conn, req)
+    push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
+    found: list[RawCandidate] = []
+    seen: set[tuple[object, ...]] = set()
+    exclude: list[int] = []
+    for batch_limit in _batches(req.limit if push_limit else None):
+        roots = select_roots(conn, req, names, policies, batch_limit, exclude)
+        loaded = load_groups(conn, req, names, roots.scope, roots.ids)
+        _collect(loaded, req, found, seen, stop=req.limit if push_limit else None)
+        exclude.extend(loaded.anchors if roots.ids is not None else ())
+        if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:
+            break
+    chosen = _apply_policies(conn, found, policies, req)
+    return _summarise(conn, chosen, names)
+
+
+def _batches(limit: int | None) -> Iterable[int | None]:
+    if limit is None:
+        return (None,)
+    return (max(2 * limit, 20), None)
+
+
+def _collect(
+    loaded: Loaded,
+    req: CandidatesRequest,
+    found: list[RawCandidate],
+    seen: set[tuple[object, ...]],
+    stop: int | None,
+) -> None:
+    for root in loaded.anchors:
+        for cand in search_anchor(root, loaded.slots, loaded.data, loaded.rules):
+            key = cand.key()
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(cand)
+            if stop is not None and not req.randomize and len(found) >= stop:
+                return
+
+
+def _apply_policies(
+    conn: Connection,
+    found: list[RawCandidate],
+    policies: Sequence[HostPolicy],
+    req: CandidatesRequest,
+) -> list[RawCandidate]:
+    """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), then ``limit``."""
+    roots = sorted({c.root_id for c in found})
+    weights: dict[int, float] = {}
+    for policy in policies:
+        kept = policy.keep(conn, roots)
+        if kept is not None:
+            roots = [r for r in roots if r in kept]
+    for policy in policies:
+        w = policy.weigh(conn, roots)
+        for r, value in (w or {}).items():
+            weights[r] = weights.get(r, 0.0) + value
+    keep = set(roots)
+    out = [c for c in found if c.root_id in keep]
+    if req.randomize:
+        random.shuffle(out)
+    if weights:
+        out.sort(key=lambda c: -weights.get(c.root_id, 0.0))
+    return out[: req.limit] if req.limit is not None else out
+
+
+def _summarise(
+    conn: Connection, chosen: list[RawCandidate], names: q.Names
+) -> AllocationCandidates:
+    if not chosen:
+        return AllocationCandidates()
+    ids = {c.root_id for c in chosen} | {rp for c in chosen for rp in c.allocations}
+    ids |= {rp for c in chosen for rps in c.mappings.values() for rp in rps}
+    summaries, uuid_by_id = fetch_summaries(conn, ids)
+    rc_name = {i: n for n, i in names.rc_ids.items()}
+    requests = tuple(
+        AllocationRequest(
+            allocations={
+                uuid_by_id[rp]: {rc_name[rc]: amt for rc, amt in sorted(res.items())}
+                for rp, res in c.allocations.items()
+            },
+            mappings={s: tuple(uuid_by_id[rp] for rp in rps) for s, rps in c.mappings.items()},
+            root_uuid=uuid_by_id[c.root_id],
+        )
+        for c in chosen
+    )
+    return AllocationCandidates(requests, summaries)
+
+
+def candidate_statements(
+    db_or_conn: Database | Connection, request: CandidatesRequest | Params
+) -> list[Executable]:
+    """The main statements ``request`` runs (anchor roots, sharing pairs, one per group),
+    built as for a full answer, for ``explain`` and benchmarks."""
+    req = as_candidates_request(request)
+    if isinstance(db_or_conn, Connection):
+        names = fetch_names(db_or_conn, req)
+    else:
+        with db_or_conn.connect() as conn:
+            names = fetch_names(conn, req)
+    return statements_for(req, names)
+
+
+__all__ = [
+    "AllocationCandidates",
+    "AllocationRequest",
+    "ProviderSummary",
+    "ResourceSummary",
+    "allocation_candidates",
+    "candidate_statements",
+]

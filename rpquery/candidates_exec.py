@@ -1,0 +1,257 @@
+"""Thin executors of the allocation-candidate read path: run the builders of
+:mod:`rpquery.candidates_sql` and turn rows into the plain data the search needs.
+
+>>> Roots(ids=[3, 5], scope=[3, 5], exhausted=True).ids
+[3, 5]
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ColumnElement, Executable
+
+from rpquery import candidates_sql as q
+from rpquery import dialects
+from rpquery.candidates_results import ProviderSummary, ResourceSummary
+from rpquery.candidates_search import Inventory, SearchData, SearchRules, Slot
+from rpquery.errors import InvalidRequest
+from rpquery.policies.base import HostPolicy
+from rpquery.request import CandidatesRequest, RequestGroup
+from rpquery.tables import resource_providers
+
+
+def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
+    """Resource class and trait ids in one statement; unknown classes and unknown
+    required traits raise ``InvalidRequest`` (``rpquery.resource_class.not_found`` /
+    ``rpquery.trait.not_found``). An unknown forbidden trait is on no provider, so it
+    is simply dropped."""
+    rcs, trs = req.resource_class_names(), req.trait_names()
+    must_exist = req.required_trait_names()
+    rc_ids: dict[str, int] = {}
+    trait_ids: dict[str, int] = {}
+    for kind, name, ident in conn.execute(q.names_stmt(sorted(rcs), sorted(trs))):
+        (rc_ids if kind == "rc" else trait_ids)[name] = int(ident)
+    for wanted, found, code, what in (
+        (rcs, rc_ids, "rpquery.resource_class.not_found", "resource class"),
+        (must_exist, trait_ids, "rpquery.trait.not_found", "trait"),
+    ):
+        missing = sorted(set(wanted) - found.keys())
+        if missing:
+            raise InvalidRequest(code, f"no such {what}: {', '.join(missing)}", token=missing[0])
+    return q.Names(rc_ids, trait_ids)
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Anchor roots of one batch: ``ids`` fetched (``None``: every root), ``scope`` the
+    restriction passed to the other statements, ``exhausted`` when no more exist."""
+
+    ids: list[int] | None
+    scope: q.RootScope
+    exhausted: bool
+
+
+def _roots_query(
+    req: CandidatesRequest,
+    names: q.Names,
+    policies: Sequence[HostPolicy],
+    batch_limit: int | None,
+    exclude: Sequence[int],
+) -> sa.Select | None:
+    root = resource_providers.alias("root")
+    policy_clauses = [c for c in (p.where(root.c.id) for p in policies) if c is not None]
+    serve: list[ColumnElement[bool]] = []
+    if batch_limit is not None:
+        serve = [
+            q.could_serve(g, rc, amount, names, root.c.id)
+            for g in req.groups
+            for rc, amount in sorted(g.resources.items())
+        ]
+    required, forbidden = names.traits(req.root_required), names.traits(req.root_forbidden)
+    if batch_limit is None and not (policy_clauses or required or forbidden or exclude):
+        return None
+    return q.roots_stmt(
+        required,
+        forbidden,
+        policy_clauses,
+        serve,
+        limit=batch_limit,
+        randomize=req.randomize,
+        exclude=exclude,
+        root=root,
+    )
+
+
+def select_roots(
+    conn: Connection,
+    req: CandidatesRequest,
+    names: q.Names,
+    policies: Sequence[HostPolicy],
+    batch_limit: int | None,
+    exclude: Sequence[int],
+) -> Roots:
+    """Run the anchor-roots statement (or skip it when nothing restricts the roots)."""
+    stmt = _roots_query(req, names, policies, batch_limit, exclude)
+    if stmt is None:
+        return Roots(None, None, True)
+    ids = [int(r) for r in conn.execute(stmt).scalars()]
+    if batch_limit is not None:
+        return Roots(ids, ids, len(ids) < batch_limit)
+    return Roots(ids, stmt, True)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the search needs for one batch of anchors."""
+
+    anchors: list[int]
+    slots: list[Slot]
+    data: SearchData
+    rules: SearchRules
+
+
+class _Collector:
+    """Accumulates rows of every group statement into search data."""
+
+    def __init__(self, shared_with: dict[int, set[int]]) -> None:
+        self.inventory: dict[tuple[int, int], Inventory] = {}
+        self.root_of: dict[int, int] = {}
+        self.flags: dict[int, tuple[bool, ...]] = {}
+        self.shared_with = shared_with
+        self.local_roots: set[int] = set()
+
+    def offers(self, conn: Connection, stmt: sa.Select, n_flags: int) -> dict[int, list[int]]:
+        """Run one group statement: class id → provider ids with room for the amount."""
+        by_rc: dict[int, list[int]] = defaultdict(list)
+        for row in conn.execute(stmt):
+            rp, root, rc = int(row[0]), int(row[1]), int(row[2])
+            self.inventory[(rp, rc)] = Inventory(
+                float(row[3]), dialects.to_int(row[4]), int(row[5])
+            )
+            self.root_of[rp] = root
+            by_rc[rc].append(rp)
+            if n_flags:
+                self.flags[rp] = tuple(bool(v) for v in row[6 : 6 + n_flags])
+        return by_rc
+
+    def choices(self, providers: set[int], local_only: bool = False) -> dict[int, list[int]]:
+        """Anchor root → providers that may serve it (its own, then sharing ones)."""
+        out: dict[int, set[int]] = defaultdict(set)
+        for rp in providers:
+            out[self.root_of[rp]].add(rp)
+            self.local_roots.add(self.root_of[rp])
+        if not local_only:
+            for root, sharing in self.shared_with.items():
+                out[root].update(sharing & providers)
+        return {root: sorted(rps) for root, rps in out.items()}
+
+
+def _sharing(
+    conn: Connection, names: q.Names, rc_ids: list[int], scope: q.RootScope
+) -> dict[int, set[int]]:
+    shared_with: dict[int, set[int]] = defaultdict(set)
+    if names.sharing_trait is None:
+        return shared_with
+    for sharing_id, root in conn.execute(q.sharing_stmt(names, rc_ids, scope)):
+        shared_with[int(root)].add(int(sharing_id))
+    return shared_with
+
+
+def _group_slots(
+    conn: Connection,
+    g: RequestGroup,
+    names: q.Names,
+    col: _Collector,
+    scope: q.RootScope,
+    sharing_ids: list[int],
+) -> list[Slot]:
+    if not g.resources:
+        stmt = q.resourceless_stmt(g, names, scope)
+        rows = [(int(rp), int(root)) for rp, root in conn.execute(stmt)]
+        col.root_of.update(rows)
+        return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}, True))]
+    n_flags = 0 if g.is_granular else len(g.required)
+    by_rc = col.offers(conn, q.group_rows_stmt(g, names, scope, sharing_ids), n_flags)
+    amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
+    if g.is_granular:
+        ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
+        return [Slot(g.suffix, "granular", amounts, col.choices(ok))]
+    return [
+        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())))) for rc, amt in amounts
+    ]
+
+
+def load_groups(
+    conn: Connection,
+    req: CandidatesRequest,
+    names: q.Names,
+    scope: q.RootScope,
+    root_ids: list[int] | None,
+) -> Loaded:
+    """Sharing pairs, one statement per group, parent links if ``same_subtree``."""
+    rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
+    shared_with = _sharing(conn, names, rc_ids, scope)
+    sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
+    col = _Collector(shared_with)
+    order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
+    slots = [s for g in order for s in _group_slots(conn, g, names, col, scope, sharing_ids)]
+    parent_of: dict[int, int | None] = {}
+    if req.same_subtree:
+        for rp, parent in conn.execute(q.tree_shape_stmt(scope)):
+            parent_of[int(rp)] = int(parent) if parent is not None else None
+    anchors = root_ids if root_ids is not None else sorted(col.local_roots | shared_with.keys())
+    unsuffixed = [g for g in req.groups if not g.is_granular]
+    rules = SearchRules(
+        isolate=req.group_policy == "isolate",
+        same_subtree=tuple(frozenset(s) for s in req.same_subtree),
+        required_sets=len(unsuffixed[0].required) if unsuffixed else 0,
+        flags=col.flags,
+    )
+    data = SearchData(col.inventory, col.root_of, parent_of)
+    return Loaded(anchors, slots, data, rules)
+
+
+def fetch_summaries(
+    conn: Connection, provider_ids: set[int]
+) -> tuple[dict[str, ProviderSummary], dict[int, str]]:
+    """Summaries of every provider in the trees of ``provider_ids`` (two statements)."""
+    ids = sorted(provider_ids)
+    traits: dict[int, set[str]] = defaultdict(set)
+    for rp, name in conn.execute(q.summary_traits_stmt(ids)):
+        traits[int(rp)].add(name)
+    info: dict[int, tuple[str, str | None, str | None, str]] = {}
+    resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
+    for row in conn.execute(q.summary_stmt(ids)):
+        rp = int(row.id)
+        info[rp] = (row.uuid, row.name, row.parent_uuid, row.root_uuid)
+        if row.rc_name is not None:
+            resources[rp][row.rc_name] = ResourceSummary(
+                int(row.capacity), dialects.to_int(row.used)
+            )
+    summaries = {
+        u: ProviderSummary(u, name, parent, root, resources.get(rp, {}), frozenset(traits[rp]))
+        for rp, (u, name, parent, root) in info.items()
+    }
+    return summaries, {rp: i[0] for rp, i in info.items()}
+
+
+def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
+    """The statements of a full (no ``limit``) answer, for ``explain``."""
+    roots = _roots_query(req, names, (), None, ()) if req.limit is None else None
+    if req.limit is not None:
+        roots = _roots_query(req, names, (), max(2 * req.limit, 20), ())
+    out: list[Executable] = [roots] if roots is not None else []
+    rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
+    if names.sharing_trait is not None:
+        out.append(q.sharing_stmt(names, rc_ids, roots))
+    for g in req.groups:
+        if g.resources:
+            out.append(q.group_rows_stmt(g, names, roots))
+        else:
+            out.append(q.resourceless_stmt(g, names, roots))
+    return out

@@ -1,0 +1,341 @@
+"""Pure statement builders of the allocation-candidate read path.
+
+Every function returns a Core ``Select`` and takes no connection, so
+``tests/test_golden_sql.py`` compiles them for each dialect. The executor in
+:mod:`rpquery.candidates` runs them in this order (a fixed number of round trips,
+whatever the size of the cloud):
+
+1. :func:`names_stmt` — resource class and trait ids of the request (one ``UNION ALL``);
+2. :func:`roots_stmt` — anchor roots: ``root_required``, policies' ``where``, and (when
+   ``limit`` can be pushed down) a cheap per-class "could this tree serve it" test,
+   ordered and limited;
+3. :func:`sharing_stmt` — (sharing provider, tree it shares with) pairs;
+4. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
+   traits and aggregates of every provider in play; :func:`resourceless_stmt` for
+   resourceless groups; :func:`tree_shape_stmt` when ``same_subtree`` is asked;
+5. :func:`summary_stmt` and :func:`summary_traits_stmt` — only for returned trees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement, FromClause, Select
+
+from rpquery import clauses, dialects
+from rpquery.request import RequestGroup
+from rpquery.tables import (
+    inventories,
+    resource_classes,
+    resource_provider_traits,
+    resource_providers,
+    traits,
+)
+
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+#: Roots given as fetched ids or as a subquery (``None``: every root).
+RootScope = Sequence[int] | Select | None
+
+
+@dataclass(frozen=True)
+class Names:
+    """Name → id maps for the request (filled by :func:`names_stmt`)."""
+
+    rc_ids: Mapping[str, int] = field(default_factory=dict)
+    trait_ids: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def sharing_trait(self) -> int | None:
+        return self.trait_ids.get(SHARING_TRAIT)
+
+    def traits(self, names: frozenset[str]) -> list[int]:
+        """Ids of the known names among ``names`` (unknown forbidden traits drop out)."""
+        return sorted(self.trait_ids[n] for n in names if n in self.trait_ids)
+
+
+def names_stmt(rc_names: Sequence[str], trait_names: Sequence[str]) -> Select:
+    """``SELECT 'rc', name, id FROM resource_classes WHERE name IN (...)
+    UNION ALL SELECT 't', name, id FROM traits WHERE name IN (...)``"""
+    rcs = sa.select(sa.literal("rc").label("kind"), resource_classes.c.name, resource_classes.c.id)
+    rcs = rcs.where(resource_classes.c.name.in_(sorted(rc_names)))
+    trs = sa.select(sa.literal("t").label("kind"), traits.c.name, traits.c.id)
+    trs = trs.where(traits.c.name.in_(sorted({*trait_names, SHARING_TRAIT})))
+    return sa.union_all(rcs, trs)  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ per-provider filters
+
+
+def provider_filters(
+    group: RequestGroup, names: Names, rp: FromClause, *, with_required: bool
+) -> list[ColumnElement[bool]]:
+    """Clauses every provider used by ``group`` must pass (``rp`` is a provider alias).
+
+    Forbidden traits and aggregates are ``NOT EXISTS``; ``member_of`` is satisfied by
+    the provider or its root. Required traits are per provider only for granular
+    groups (``with_required``); the unsuffixed group checks them collectively.
+    """
+    out: list[ColumnElement[bool]] = []
+    forbidden = names.traits(group.forbidden)
+    if forbidden:
+        out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
+    if with_required:
+        out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
+    out.extend(
+        clauses.in_aggregates(rp.c.id, aggs, rp.c.root_provider_id) for aggs in group.member_of
+    )
+    if group.forbidden_aggs:
+        out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, rp.c.root_provider_id))
+    if group.in_tree is not None:
+        out.append(clauses.in_tree(rp.c.root_provider_id, group.in_tree))
+    return out
+
+
+def _fits_one_of(group: RequestGroup, names: Names, inv: FromClause) -> ColumnElement[bool]:
+    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    return sa.or_(
+        *(
+            sa.and_(
+                inv.c.resource_class_id == names.rc_ids[rc],
+                clauses.capacity_fits(inv, amount, used),
+            )
+            for rc, amount in sorted(group.resources.items())
+        )
+    )
+
+
+def _scope(
+    rp: FromClause, roots: RootScope, sharing_ids: Sequence[int]
+) -> list[ColumnElement[bool]]:
+    if roots is None:
+        return []
+    local = rp.c.root_provider_id.in_(roots)
+    if not sharing_ids:
+        return [local]
+    return [sa.or_(local, rp.c.id.in_(sorted(sharing_ids)))]
+
+
+# ------------------------------------------------------------------ statements
+
+
+def group_rows_stmt(
+    group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Sequence[int] = ()
+) -> Select:
+    """One row per (provider, requested class) that can serve ``group``'s amount.
+
+    ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
+    inv.max_unit [, EXISTS(trait in set_i) AS req_i ...]
+    FROM inventories inv JOIN resource_providers rp ON rp.id = inv.resource_provider_id
+    WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
+    AND NOT EXISTS (<forbidden trait>) AND EXISTS (<member_of>) ...
+    AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``
+    """
+    inv = inventories.alias("inv")
+    rp = resource_providers.alias("rp")
+    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    flags = []
+    if not group.is_granular:
+        flags = [
+            clauses.has_any_trait(rp.c.id, names.traits(s)).label(f"req_{i}")
+            for i, s in enumerate(group.required)
+        ]
+    return (
+        sa.select(
+            rp.c.id,
+            rp.c.root_provider_id,
+            inv.c.resource_class_id,
+            clauses.capacity(inv).label("capacity"),
+            used.label("used"),
+            inv.c.max_unit,
+            *flags,
+        )
+        .select_from(inv.join(rp, rp.c.id == inv.c.resource_provider_id))
+        .where(
+            inv.c.resource_class_id.in_(sorted(names.rc_ids[rc] for rc in group.resources)),
+            _fits_one_of(group, names, inv),
+            *provider_filters(group, names, rp, with_required=group.is_granular),
+            *_scope(rp, roots, sharing_ids),
+        )
+        .order_by(rp.c.id, inv.c.resource_class_id)
+    )
+
+
+def resourceless_stmt(group: RequestGroup, names: Names, roots: RootScope = None) -> Select:
+    """Providers that can stand for a resourceless granular group (traits and aggregates
+    only): ``SELECT rp.id, rp.root_provider_id FROM resource_providers rp WHERE <filters>``"""
+    rp = resource_providers.alias("rp")
+    return (
+        sa.select(rp.c.id, rp.c.root_provider_id)
+        .where(
+            *provider_filters(group, names, rp, with_required=True),
+            *_scope(rp, roots, ()),
+        )
+        .order_by(rp.c.id)
+    )
+
+
+def sharing_stmt(names: Names, rc_ids: Sequence[int], roots: RootScope = None) -> Select:
+    """(sharing provider, root of a tree it shares with) pairs.
+
+    ``SELECT DISTINCT st.resource_provider_id, tp.root_provider_id
+    FROM resource_provider_traits st
+    JOIN resource_provider_aggregates sagg ON sagg.resource_provider_id = st.resource_provider_id
+    JOIN resource_provider_aggregates tagg ON tagg.aggregate_id = sagg.aggregate_id
+    JOIN resource_providers tp ON tp.id = tagg.resource_provider_id
+    WHERE st.trait_id = :MISC_SHARES_VIA_AGGREGATE AND EXISTS (<inventory of a wanted class>)``
+    """
+    from rpquery.tables import resource_provider_aggregates as rpa_t
+
+    st = resource_provider_traits.alias("st")
+    sagg = rpa_t.alias("sagg")
+    tagg = rpa_t.alias("tagg")
+    tp = resource_providers.alias("tp")
+    stmt = (
+        sa.select(st.c.resource_provider_id.label("sharing_id"), tp.c.root_provider_id)
+        .distinct()
+        .select_from(
+            st.join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
+            .join(tagg, tagg.c.aggregate_id == sagg.c.aggregate_id)
+            .join(tp, tp.c.id == tagg.c.resource_provider_id)
+        )
+        .where(
+            st.c.trait_id == (names.sharing_trait if names.sharing_trait is not None else -1),
+            clauses.has_inventory(st.c.resource_provider_id, rc_ids),
+        )
+    )
+    if roots is not None:
+        stmt = stmt.where(tp.c.root_provider_id.in_(roots))
+    return stmt
+
+
+def could_serve(
+    group: RequestGroup, rc: str, amount: int, names: Names, root_id: ColumnElement[int]
+) -> ColumnElement[bool]:
+    """Necessary test for ``roots_stmt``: the tree (or a provider sharing with it) has a
+    provider passing ``group``'s filters with room for ``amount`` of ``rc``.
+
+    ``EXISTS (SELECT 1 FROM inventories ni JOIN resource_providers np ...
+    WHERE np.root_provider_id = root.id AND ni.resource_class_id = :rc AND <fits>
+    AND <filters>) OR EXISTS (<same, for a sharing provider sharing with the tree>)``
+    """
+    ni = inventories.alias("ni")
+    np_ = resource_providers.alias("np")
+    used = clauses.usage_subquery(ni.c.resource_provider_id, ni.c.resource_class_id)
+    base = [
+        np_.c.id == ni.c.resource_provider_id,
+        ni.c.resource_class_id == names.rc_ids[rc],
+        clauses.capacity_fits(ni, amount, used),
+        *provider_filters(group, names, np_, with_required=group.is_granular),
+    ]
+    local = sa.exists().where(np_.c.root_provider_id == root_id, *base)
+    if names.sharing_trait is None:
+        return local
+    shared = sa.exists().where(
+        clauses.has_trait(np_.c.id, names.sharing_trait),
+        clauses.shares_with_tree(np_.c.id, root_id),
+        *base,
+    )
+    return sa.or_(local, shared)
+
+
+def roots_stmt(
+    root_required: Sequence[int],
+    root_forbidden: Sequence[int],
+    policy_clauses: Sequence[ColumnElement[bool]] = (),
+    serve_clauses: Sequence[ColumnElement[bool]] = (),
+    *,
+    limit: int | None = None,
+    randomize: bool = False,
+    exclude: Sequence[int] = (),
+    root: FromClause | None = None,
+) -> Select:
+    """Anchor roots: ``SELECT root.id FROM resource_providers root
+    WHERE root.id = root.root_provider_id AND <root_required EXISTS / NOT EXISTS>
+    AND <policy clauses> AND <could_serve ...> ORDER BY root.id | random() LIMIT :n``"""
+    root = root if root is not None else resource_providers.alias("root")
+    stmt = sa.select(root.c.id).where(root.c.id == root.c.root_provider_id)
+    if root_required:
+        stmt = stmt.where(clauses.has_all_traits(root.c.id, root_required))
+    if root_forbidden:
+        stmt = stmt.where(clauses.lacks_any_trait(root.c.id, root_forbidden))
+    stmt = stmt.where(*policy_clauses, *serve_clauses)
+    if exclude:
+        stmt = stmt.where(root.c.id.not_in(sorted(exclude)))
+    if limit is not None:
+        order = dialects.random_order() if randomize else root.c.id
+        stmt = stmt.order_by(order).limit(limit)
+    return stmt
+
+
+def tree_shape_stmt(roots: RootScope = None) -> Select:
+    """``SELECT id, parent_provider_id FROM resource_providers WHERE root_provider_id IN
+    (:roots)`` — the parent links ``same_subtree`` needs."""
+    rp = resource_providers.alias("rp")
+    stmt = sa.select(rp.c.id, rp.c.parent_provider_id)
+    if roots is not None:
+        stmt = stmt.where(rp.c.root_provider_id.in_(roots))
+    return stmt
+
+
+def _trees_of(rp: FromClause, provider_ids: Sequence[int]) -> ColumnElement[bool]:
+    some = resource_providers.alias("some")
+    return rp.c.root_provider_id.in_(
+        sa.select(some.c.root_provider_id).where(some.c.id.in_(sorted(provider_ids)))
+    )
+
+
+def summary_stmt(provider_ids: Sequence[int]) -> Select:
+    """Every provider of the trees of ``provider_ids`` (the anchors and the providers
+    used by the returned candidates) with each inventory's capacity and usage.
+
+    ``SELECT rp.id, rp.uuid, rp.name, parent.uuid, root.uuid, rc.name, capacity, used
+    FROM resource_providers rp JOIN resource_providers root ON ...
+    LEFT JOIN resource_providers parent ON ... LEFT JOIN inventories inv ON ...
+    LEFT JOIN resource_classes rc ON ... WHERE rp.root_provider_id IN
+    (SELECT root_provider_id FROM resource_providers WHERE id IN (:ids))``
+    """
+    rp = resource_providers.alias("rp")
+    root = resource_providers.alias("root")
+    parent = resource_providers.alias("parent")
+    inv = inventories.alias("inv")
+    rc = resource_classes.alias("rc")
+    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    return (
+        sa.select(
+            rp.c.id,
+            rp.c.uuid,
+            rp.c.name,
+            parent.c.uuid.label("parent_uuid"),
+            root.c.uuid.label("root_uuid"),
+            rc.c.name.label("rc_name"),
+            clauses.capacity(inv).label("capacity"),
+            used.label("used"),
+        )
+        .select_from(
+            rp.join(root, root.c.id == rp.c.root_provider_id)
+            .outerjoin(parent, parent.c.id == rp.c.parent_provider_id)
+            .outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
+            .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
+        )
+        .where(_trees_of(rp, provider_ids))
+        .order_by(rp.c.id, rc.c.name)
+    )
+
+
+def summary_traits_stmt(provider_ids: Sequence[int]) -> Select:
+    """``SELECT rpt.resource_provider_id, t.name FROM resource_provider_traits rpt
+    JOIN traits t ... JOIN resource_providers rp ... WHERE <rp in the trees of :ids>``"""
+    rp = resource_providers.alias("rp")
+    rpt = resource_provider_traits.alias("rpt")
+    t = traits.alias("t")
+    return (
+        sa.select(rpt.c.resource_provider_id, t.c.name)
+        .select_from(
+            rpt.join(t, t.c.id == rpt.c.trait_id).join(rp, rp.c.id == rpt.c.resource_provider_id)
+        )
+        .where(_trees_of(rp, provider_ids))
+        .order_by(rpt.c.resource_provider_id, t.c.name)
+    )
