@@ -12,9 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from rpquery import usages
+from rpquery.allocations import replace_allocations
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest, NotFound
-from rpquery.tables import allocations, consumer_types, consumers
+from rpquery.models import ConsumerAllocations
 from tests.factories import Ref, allocate, new_uuid, provider
 
 P, Q, U1, U2 = "proj-p", "proj-q", "user-1", "user-2"
@@ -131,30 +132,19 @@ def test_empty_project_id_rejected(sqlite_db: Database) -> None:
 
 
 def _retype(db: Database, consumer_uuid: str, new_type: str) -> None:
-    """Replace a consumer's allocations and type in one transaction (what an allocation
-    write does), so the usage must move between groups atomically."""
-    with db.begin() as conn:
-        type_id = conn.execute(
-            sa.select(consumer_types.c.id).where(consumer_types.c.name == new_type)
-        ).scalar_one()
-        rows = conn.execute(
-            sa.select(allocations.c.resource_provider_id, allocations.c.resource_class_id,
-                      allocations.c.used).where(allocations.c.consumer_id == consumer_uuid)
-        ).all()  # fmt: skip
-        conn.execute(allocations.delete().where(allocations.c.consumer_id == consumer_uuid))
-        conn.execute(
-            allocations.insert(),
-            [
-                {"resource_provider_id": r, "consumer_id": consumer_uuid,
-                 "resource_class_id": c, "used": u}
-                for r, c, u in rows
-            ],
-        )  # fmt: skip
-        conn.execute(
-            consumers.update()
-            .where(consumers.c.uuid == consumer_uuid)
-            .values(consumer_type_id=type_id, generation=consumers.c.generation + 1)
-        )
+    """Rewrite a consumer's allocations unchanged but with another type, through the
+    write path (one transaction): its usage must move between groups atomically."""
+    view = usages.consumer_allocations(db, consumer_uuid)
+    assert view.project_id is not None and view.user_id is not None
+    request = ConsumerAllocations(
+        consumer_uuid,
+        view.project_id,
+        view.user_id,
+        new_type,
+        view.generation,
+        {rp: dict(pa.resources) for rp, pa in view.allocations.items()},
+    )
+    replace_allocations(db, request)
 
 
 def test_consumer_type_change_moves_usage(db: Database) -> None:
