@@ -73,11 +73,12 @@ class TagConfig:
 
     def parse_backend_form(self, encoded: str) -> tuple[str, str] | None:
         """``(namespace, tag)`` of a backend tag, or ``None`` when it carries none of
-        our prefixes or is not a valid encoding (foreign tags are ignored)."""
+        our prefixes, is not a valid encoding, or decodes to a tag our own rules would
+        refuse (empty, too long, ``/`` or ``,``): such tags are never adopted."""
         for name, prefix in self.prefixes.items():
             if encoded.startswith(prefix):
                 try:
-                    return name, codec.decode(encoded[len(prefix) :])
+                    return name, validate_tag(self, name, codec.decode(encoded[len(prefix) :]))
                 except InvalidRequest:
                     return None
         return None
