@@ -275,7 +275,8 @@ class _Planner:
         host = _Host(root, [root], [], disk)
         if spec.nested and rng.random() < spec.nested_ratio:
             host.compute = [self._numa(root, i, n, vcpus // 2, memory // 2) for n in range(2)]
-            host.pfs = [self._pf(root, i, n) for n in range(rng.choice((1, 2)))]
+            # A NIC hangs off one NUMA node, so same_subtree requests have something to find.
+            host.pfs = [self._pf(host.compute[n], root, i, n) for n in range(rng.choice((1, 2)))]
         else:
             self.inventory(root, "VCPU", vcpus, ratio=4.0)
             self.inventory(root, "MEMORY_MB", memory, reserved=4096)
@@ -303,8 +304,8 @@ class _Planner:
         self.tag(rp_id, "HW_NUMA_ROOT")
         return rp_id
 
-    def _pf(self, root: int, i: int, n: int) -> int:
-        rp_id = self.provider(f"{self.spec.name_prefix}{i:06d}_pf{n}", root, root)
+    def _pf(self, numa: int, root: int, i: int, n: int) -> int:
+        rp_id = self.provider(f"{self.spec.name_prefix}{i:06d}_numa{n}_pf", numa, root)
         self.inventory(rp_id, "SRIOV_NET_VF", 16)
         physnet = "CUSTOM_PHYSNET_A" if n == 0 else "CUSTOM_PHYSNET_B"
         extra = ["HW_NIC_OFFLOAD_TSO"] if self.rng.random() < 0.5 else []

@@ -1,0 +1,152 @@
+"""The pytest-benchmark module that ``python -m benchmarks.run`` drives.
+
+Not collected by the test suite (its name does not start with ``test_``); the runner
+passes its configuration in the file named by ``RPQUERY_BENCH_CONFIG``. One cloud per
+(backend, size) is loaded into a scratch database (module-scoped fixture, so every
+scenario of that cloud runs before the next is loaded); read scenarios run first, then
+the optional Placement side-by-side, then the write scenarios. Every outcome is appended
+to ``records.json`` in the output directory, which the report is built from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import explain
+from benchmarks.config import CONFIG_ENV, SCALES, RunConfig, scratch_database
+from benchmarks.scenarios import REGISTRY, Context, Prepared, Scenario
+from rpquery.generator import CloudSpec, load_cloud
+
+CONFIG = RunConfig.load(os.environ[CONFIG_ENV])
+SCALE = SCALES[CONFIG.scale]
+OUT = Path(CONFIG.out_dir)
+_selected = [s for s in REGISTRY.values() if not CONFIG.scenarios or s.name in CONFIG.scenarios]
+READS = [s.name for s in _selected if not s.writes]
+WRITES = [s.name for s in _selected if s.writes]
+CLOUDS = [(b, h) for b in CONFIG.backends for h in CONFIG.sizes]
+
+
+def _append(kind: str, record: dict[str, Any]) -> None:
+    path = OUT / "records.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault(kind, []).append(record)
+    path.write_text(json.dumps(data, indent=1, default=str))
+
+
+def _progress(label: str) -> Any:
+    last = [0.0]
+
+    def show(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] > 0.5 or done >= total:
+            last[0] = now
+            sys.stderr.write(f"\r  loading {label}: {stage:<28} {done:>9,}/{total:,}   ")
+            sys.stderr.flush()
+
+    return show
+
+
+@pytest.fixture(scope="module", params=CLOUDS, ids=[f"{b}-{h}" for b, h in CLOUDS])
+def cloud(request: pytest.FixtureRequest) -> Iterator[Context]:
+    backend, hosts = request.param
+    with scratch_database(backend, CONFIG.urls[backend]) as db:
+        label = f"{backend} {hosts} hosts"
+        summary = load_cloud(
+            db, CloudSpec(hosts=hosts, seed=CONFIG.seed), progress=_progress(label)
+        )
+        sys.stderr.write(f"\r  loaded {label} in {summary.seconds:.1f} s{' ' * 50}\n")
+        _append(
+            "loads",
+            {
+                "backend": backend,
+                "hosts": hosts,
+                "providers": summary.providers,
+                "allocations": summary.allocations,
+                "consumers": summary.consumers,
+                "seconds": round(summary.seconds, 2),
+            },
+        )
+        yield Context(db, summary, backend)
+
+
+def _base(ctx: Context, sc: Scenario) -> dict[str, Any]:
+    return {"backend": ctx.backend, "hosts": ctx.cloud.hosts, "scenario": sc.name}
+
+
+def _time_it(benchmark: Any, prepared: Prepared) -> dict[str, Any]:
+    started = time.perf_counter()
+    prepared.run()  # warm-up, also sizes the number of rounds
+    once = max(time.perf_counter() - started, 1e-6)
+    rounds = int(min(SCALE.max_rounds, max(SCALE.min_rounds, SCALE.seconds_per_scenario / once)))
+    benchmark.pedantic(prepared.run, rounds=rounds, iterations=1)
+    data = sorted(benchmark.stats.stats.data)
+    p95 = data[min(len(data) - 1, int(round(0.95 * (len(data) - 1))))]
+    median = statistics.median(data)
+    return {
+        "median_ms": round(median * 1000, 3),
+        "p95_ms": round(p95 * 1000, 3),
+        "rounds": len(data),
+        "ops_per_s": round(prepared.ops / median, 1) if prepared.ops > 1 else None,
+    }
+
+
+def _measure(benchmark: Any, ctx: Context, sc: Scenario) -> None:
+    record = _base(ctx, sc)
+    missing = sc.missing()
+    if missing:
+        _append(
+            "results", {**record, "status": "not available", "reason": f"{missing} has not landed"}
+        )
+        pytest.skip(f"{sc.name}: {missing} has not landed")
+    try:
+        prepared = sc.build(ctx)
+        with ctx.db.count_statements() as counter:
+            rows = prepared.run()
+        record.update(rows=rows, statements=counter.count, ops=prepared.ops)
+        if prepared.explain:
+            plans = explain.explain_all(ctx.db, explain.capture(ctx.db, prepared.run))
+            record["plans"] = [
+                {"sql": p.sql, "plan": p.text, "flags": [f.__dict__ for f in p.flags]}
+                for p in plans
+            ]
+        record.update(_time_it(benchmark, prepared))
+        benchmark.extra_info.update({k: record[k] for k in ("rows", "statements", "p95_ms")})
+    except Exception as error:
+        _append(
+            "results",
+            {
+                **record,
+                "status": "failed",
+                "reason": repr(error),
+                "traceback": traceback.format_exc(limit=6),
+            },
+        )
+        raise
+    _append("results", {**record, "status": "ok"})
+
+
+@pytest.mark.parametrize("name", READS)
+def test_read(benchmark: Any, cloud: Context, name: str) -> None:
+    _measure(benchmark, cloud, REGISTRY[name])
+
+
+@pytest.mark.skipif(not CONFIG.placement, reason="run with --placement")
+def test_placement_side_by_side(cloud: Context) -> None:
+    from benchmarks import placement
+
+    placement.side_by_side(cloud, [REGISTRY[n] for n in READS], SCALE, _append)
+
+
+@pytest.mark.parametrize("name", WRITES)
+def test_write(benchmark: Any, cloud: Context, name: str) -> None:
+    _measure(benchmark, cloud, REGISTRY[name])

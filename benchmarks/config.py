@@ -1,0 +1,147 @@
+"""What a benchmark run covers: scales, backends, and a throw-away database per cloud.
+
+Servers are found like the test suite finds them: ``RPQUERY_BENCH_<BACKEND>_URL`` (an
+admin URL), else ``RPQUERY_TEST_<BACKEND>_URL``, else a server listening on localhost.
+Each cloud gets its own database, created before the load and dropped afterwards, so a
+benchmark never touches anybody else's data.
+
+>>> SCALES["medium"].sizes
+(1000, 5000)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from rpquery.db import Database
+
+ALL_BACKENDS = ("sqlite", "postgresql", "mysql")
+LOCAL_DEFAULTS = {
+    "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+    "mysql": "mysql+pymysql://root@127.0.0.1:3306/mysql?charset=utf8mb4",
+}
+CONFIG_ENV = "RPQUERY_BENCH_CONFIG"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Cloud sizes (hosts) and how long to time each scenario at each size."""
+
+    name: str
+    sizes: tuple[int, ...]
+    seconds_per_scenario: float
+    max_rounds: int
+    min_rounds: int = 3
+
+
+SCALES = {
+    "tiny": Scale("tiny", (30,), 0.2, 3, min_rounds=2),
+    "small": Scale("small", (200, 1000), 1.0, 20),
+    "medium": Scale("medium", (1000, 5000), 2.0, 30),
+    "large": Scale("large", (1000, 10_000, 100_000), 3.0, 30),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything the pytest-benchmark module needs, passed to it as a JSON file."""
+
+    scale: str
+    backends: tuple[str, ...]
+    out_dir: str
+    urls: dict[str, str] = field(default_factory=dict)
+    scenarios: tuple[str, ...] = ()
+    placement: bool = False
+    seed: int = 42
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return SCALES[self.scale].sizes
+
+    def save(self) -> Path:
+        path = Path(self.out_dir) / "config.json"
+        path.write_text(json.dumps(asdict(self), indent=2))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        data = json.loads(Path(path).read_text())
+        data["backends"] = tuple(data["backends"])
+        data["scenarios"] = tuple(data["scenarios"])
+        return cls(**data)
+
+
+def server_url(backend: str) -> str | None:
+    """The admin URL of ``backend``'s server, or ``None`` if none answers."""
+    for env in (f"RPQUERY_BENCH_{backend.upper()}_URL", f"RPQUERY_TEST_{backend.upper()}_URL"):
+        if os.environ.get(env):
+            url = os.environ[env]
+            return url if _answers(url) else None
+    return LOCAL_DEFAULTS[backend] if _answers(LOCAL_DEFAULTS[backend]) else None
+
+
+def _answers(url: str) -> bool:
+    engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        return True
+    except Exception:
+        return False
+    finally:
+        engine.dispose()
+
+
+def available_backends(wanted: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(urls, missing)``: admin URLs of the wanted backends that answer (SQLite always),
+    and a reason for each one that does not."""
+    urls: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    for backend in wanted:
+        if backend == "sqlite":
+            urls[backend] = "sqlite://"
+            continue
+        url = server_url(backend)
+        if url is None:
+            missing[backend] = (
+                f"no {backend} server answers (set RPQUERY_BENCH_{backend.upper()}_URL)"
+            )
+        else:
+            urls[backend] = url
+    return urls, missing
+
+
+@contextmanager
+def scratch_database(backend: str, admin_url: str) -> Iterator[Database]:
+    """A new, empty database on ``backend``; dropped (SQLite: deleted) on exit."""
+    name = f"rpq_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="rpq_bench_") as tmp:
+            db = Database(f"sqlite:///{Path(tmp) / (name + '.db')}")
+            try:
+                yield db
+            finally:
+                db.dispose()
+        return
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    db = Database(make_url(admin_url).set(database=name), pool_size=10, max_overflow=10)
+    try:
+        yield db
+    finally:
+        db.dispose()
+        with admin.connect() as conn:
+            force = " WITH (FORCE)" if backend == "postgresql" else ""
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}{force}")
+        admin.dispose()

@@ -1,0 +1,320 @@
+"""Turn ``records.json`` into ``results.json``, ``report.md``, PNG plots and a short table.
+
+The report compares each (backend, size, scenario) median with a baseline
+``results.json`` when one is given, and lists every flagged full scan with the index
+that would serve.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.config import RunConfig
+
+Key = tuple[str, int, str]
+LIMIT10 = "candidates_forbidden_trait_limit10"
+
+
+def _key(r: dict[str, Any]) -> Key:
+    return (r["backend"], int(r["hosts"]), r["scenario"])
+
+
+def find_baseline(results_dir: Path, current: Path, scale: str) -> Path | None:
+    """The newest earlier ``results.json`` of the same scale (the example run last)."""
+    runs = sorted(
+        (p for p in results_dir.glob("*/results.json") if p.parent != current),
+        key=lambda p: (p.parent.name != "example", p.parent.name),
+        reverse=True,
+    )
+    for path in runs:
+        try:
+            if json.loads(path.read_text())["meta"]["scale"] == scale:
+                return path
+        except (ValueError, KeyError):
+            continue
+    return None
+
+
+def all_ok(out: Path) -> bool:
+    data = _records(out)
+    return not any(r["status"] == "failed" for r in data["results"])
+
+
+def _records(out: Path) -> dict[str, Any]:
+    path = out / "records.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    for kind in ("loads", "results", "placement"):
+        data.setdefault(kind, [])
+    return data
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def build(out: Path, config: RunConfig, notes: dict[str, str], baseline: Path | None) -> str:
+    """Write every artefact of the run into ``out``; return the short table to print."""
+    data = _records(out)
+    data["meta"] = {
+        "scale": config.scale,
+        "backends": list(config.backends),
+        "sizes": list(config.sizes),
+        "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": _git_commit(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "notes": notes,
+        "baseline": str(baseline) if baseline else None,
+    }
+    base = _baseline(baseline)
+    for r in data["results"]:
+        old = base.get(_key(r))
+        if old and r.get("median_ms") and old.get("median_ms"):
+            r["baseline_median_ms"] = old["median_ms"]
+            r["change_pct"] = round(100 * (r["median_ms"] / old["median_ms"] - 1), 1)
+    (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    plots = _plots(out, data["results"])
+    (out / "report.md").write_text(_markdown(data, plots))
+    return _short_table(data["results"])
+
+
+def _baseline(path: Path | None) -> dict[Key, dict[str, Any]]:
+    if path is None or not path.exists():
+        return {}
+    return {_key(r): r for r in json.loads(path.read_text()).get("results", [])}
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _plots(out: Path, results: list[dict[str, Any]]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    for backend in sorted({r["backend"] for r in results}):
+        series: dict[str, list[tuple[int, float]]] = {}
+        for r in results:
+            if r["backend"] == backend and r.get("median_ms"):
+                series.setdefault(r["scenario"], []).append((int(r["hosts"]), r["median_ms"]))
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for scenario, points in sorted(series.items()):
+            xs, ys = zip(*sorted(points), strict=True)
+            ax.plot(xs, ys, marker="o", label=scenario)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("hosts in the cloud")
+        ax.set_ylabel("median latency (ms)")
+        ax.set_title(f"rpquery on {backend}: latency vs cloud size")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        name = f"latency-{backend}.png"
+        fig.savefig(out / name, dpi=90)
+        plt.close(fig)
+        names.append(name)
+    return names
+
+
+# ---------------------------------------------------------------- text
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _table(headers: list[str], rows: Iterable[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _short_table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'backend':<11}{'hosts':>7}  {'scenario':<36}{'median ms':>11}{'p95 ms':>10}"
+        f"{'stmts':>7}{'rows':>8}  status"
+    ]
+    for r in results:
+        lines.append(
+            f"{r['backend']:<11}{r['hosts']:>7}  {r['scenario']:<36}"
+            f"{_fmt(r.get('median_ms'), 2):>11}{_fmt(r.get('p95_ms'), 2):>10}"
+            f"{_fmt(r.get('statements')):>7}{_fmt(r.get('rows')):>8}  {r['status']}"
+        )
+    return "\n".join(lines)
+
+
+def _markdown(data: dict[str, Any], plots: list[str]) -> str:
+    meta = data["meta"]
+    md = [
+        "# rpquery benchmark report",
+        "",
+        f"Scale `{meta['scale']}` (hosts: {', '.join(map(str, meta['sizes']))}) on "
+        f"{', '.join(meta['backends']) or 'no backend'}; finished {meta['finished']}, "
+        f"commit `{meta['commit']}`, Python {meta['python']}, {meta['cpus']} CPUs.",
+        f"Baseline: `{meta['baseline'] or 'none'}`.",
+        "",
+    ]
+    for what, why in meta["notes"].items():
+        md.append(f"- **{what} skipped**: {why}")
+    md += ["", "## Cloud load times", ""]
+    md += _table(
+        ["backend", "hosts", "providers", "allocations", "consumers", "load s"],
+        [
+            [
+                r["backend"],
+                r["hosts"],
+                r["providers"],
+                r["allocations"],
+                r["consumers"],
+                r["seconds"],
+            ]
+            for r in data["loads"]
+        ],
+    )
+    md += ["", "## Latency", ""]
+    md += _latency_tables(data["results"])
+    md += [f"![latency on {p}]({p})" for p in plots]
+    md += ["", *_explain_section(data["results"])]
+    md += ["", *_placement_section(data["placement"])]
+    md += ["", *_problems(data["results"])]
+    return "\n".join(md) + "\n"
+
+
+def _latency_tables(results: list[dict[str, Any]]) -> list[str]:
+    md: list[str] = []
+    for backend in sorted({r["backend"] for r in results}):
+        md += [f"### {backend}", ""]
+        rows = [
+            [
+                r["scenario"],
+                r["hosts"],
+                r.get("median_ms"),
+                r.get("p95_ms"),
+                r.get("ops_per_s"),
+                r.get("statements"),
+                r.get("rows"),
+                f"{r['change_pct']:+.1f} %" if "change_pct" in r else "",
+                r["status"],
+            ]
+            for r in sorted(
+                (r for r in results if r["backend"] == backend),
+                key=lambda r: (r["scenario"], int(r["hosts"])),
+            )
+        ]
+        md += _table(
+            [
+                "scenario",
+                "hosts",
+                "median ms",
+                "p95 ms",
+                "ops/s",
+                "statements",
+                "rows",
+                "vs baseline",
+                "status",
+            ],
+            rows,
+        )
+        md.append("")
+    return md
+
+
+def _explain_section(results: list[dict[str, Any]]) -> list[str]:
+    md = [
+        "## EXPLAIN: full scans of allocations, inventories, resource_provider_traits",
+        "",
+        "Checked on the largest cloud of each backend. PostgreSQL plans come from "
+        "`EXPLAIN (ANALYZE, BUFFERS)`, MariaDB from `ANALYZE FORMAT=JSON`, SQLite from "
+        "`EXPLAIN QUERY PLAN`.",
+        "",
+    ]
+    largest: dict[str, int] = {}
+    for r in results:
+        largest[r["backend"]] = max(largest.get(r["backend"], 0), int(r["hosts"]))
+    checked = [r for r in results if "plans" in r and int(r["hosts"]) == largest[r["backend"]]]
+    if not checked:
+        return [*md, "No read scenario ran, so no plan was checked."]
+    rows = []
+    for r in sorted(checked, key=lambda r: (r["scenario"], r["backend"])):
+        flags = [f for p in r["plans"] for f in p["flags"]]
+        verdict = (
+            "no full scan"
+            if not flags
+            else "; ".join(f"**{f['table']}**: `{f['detail']}` → {f['index']}" for f in flags)
+        )
+        rows.append([r["scenario"], r["backend"], r["hosts"], len(r["plans"]), verdict])
+    md += _table(["scenario", "backend", "hosts", "statements explained", "flagged scans"], rows)
+    for r in checked:
+        if r["scenario"] == LIMIT10:
+            for i, p in enumerate(r["plans"]):
+                md += [
+                    "",
+                    f"<details><summary>{r['scenario']} on {r['backend']} "
+                    f"({r['hosts']} hosts), statement {i + 1}</summary>",
+                    "",
+                    "```",
+                    p["plan"][:6000],
+                    "```",
+                    "</details>",
+                ]
+    return md
+
+
+def _placement_section(records: list[dict[str, Any]]) -> list[str]:
+    md = ["## Side by side with OpenStack Placement", ""]
+    if not records:
+        return [*md, "Not run (`make bench-placement` runs it)."]
+    rows = [
+        [
+            r["scenario"],
+            r["backend"],
+            r["hosts"],
+            r.get("rpquery_ms"),
+            r.get("placement_ms"),
+            r.get("ratio"),
+            r.get("match"),
+        ]
+        for r in records
+    ]
+    md += [
+        "Placement runs in-process in `.venv-placement` (noauth, WSGI call without "
+        "HTTP), microversion 1.39, against the same database; ratio = Placement / "
+        "rpquery median.",
+        "",
+    ]
+    md += _table(
+        ["scenario", "backend", "hosts", "rpquery ms", "Placement ms", "ratio", "answers"], rows
+    )
+    return md
+
+
+def _problems(results: list[dict[str, Any]]) -> list[str]:
+    bad = [r for r in results if r["status"] != "ok"]
+    if not bad:
+        return ["## Scenario status", "", "Every scenario ran."]
+    md = ["## Scenarios not run or failed", ""]
+    md += _table(
+        ["scenario", "backend", "hosts", "status", "reason"],
+        [[r["scenario"], r["backend"], r["hosts"], r["status"], r.get("reason", "")] for r in bad],
+    )
+    return md

@@ -1,0 +1,122 @@
+"""``python -m benchmarks.run``: load clouds, time every scenario on every backend, report.
+
+Defaults come from ``BENCH_SCALE`` (tiny|small|medium|large, default medium) and
+``BENCH_BACKENDS`` (default sqlite,postgresql,mysql); a backend whose server does not
+answer is skipped with its reason in the report. Results go to
+``benchmarks/results/<UTC timestamp>/`` (``report.md``, ``results.json``, PNG plots,
+pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
+(``--baseline``, default: the newest earlier run of the same scale).
+
+    python -m benchmarks.run --scale small --backends sqlite,postgresql
+    python -m benchmarks.run --placement          # side by side with OpenStack Placement
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+from benchmarks import report
+from benchmarks.config import ALL_BACKENDS, CONFIG_ENV, SCALES, RunConfig, available_backends
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--scale", default=os.environ.get("BENCH_SCALE", "medium"), choices=sorted(SCALES)
+    )
+    parser.add_argument(
+        "--backends", default=os.environ.get("BENCH_BACKENDS", ",".join(ALL_BACKENDS))
+    )
+    parser.add_argument("--scenarios", default="", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--placement", action="store_true", help="side by side with OpenStack Placement"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="output directory (default: benchmarks/results/<ts>)"
+    )
+    parser.add_argument("--baseline", type=Path, help="results.json to compare with")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--no-autosave", action="store_true", help="skip pytest-benchmark autosave"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wanted = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    unknown = set(wanted) - set(ALL_BACKENDS)
+    if unknown:
+        print(f"unknown backend(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    urls, missing = available_backends(wanted)
+    for reason in missing.values():
+        print(f"BACKEND SKIPPED — {reason}", file=sys.stderr)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or RESULTS / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    notes = dict(missing)
+    placement_ok = False
+    if args.placement:
+        from benchmarks import placement
+
+        placement_ok, why = placement.ensure_venv()
+        if not placement_ok:
+            notes["placement"] = why
+            print(f"PLACEMENT SKIPPED — {why}", file=sys.stderr)
+    config = RunConfig(
+        scale=args.scale,
+        backends=tuple(b for b in wanted if b in urls),
+        out_dir=str(out),
+        urls=urls,
+        scenarios=tuple(s.strip() for s in args.scenarios.split(",") if s.strip()),
+        placement=placement_ok,
+        seed=args.seed,
+    )
+    code = _run_pytest(config, out, autosave=not args.no_autosave)
+    baseline = args.baseline or report.find_baseline(RESULTS, out, args.scale)
+    summary = report.build(out, config, notes, baseline)
+    print(summary)
+    print(f"\nreport: {out / 'report.md'}")
+    return 0 if code in (0, 5) and report.all_ok(out) else 1
+
+
+def _run_pytest(config: RunConfig, out: Path, *, autosave: bool) -> int:
+    import pytest
+
+    os.environ[CONFIG_ENV] = str(config.save())
+    args = [
+        str(Path(__file__).with_name("bench_scenarios.py")),
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(ROOT),
+        "--benchmark-json",
+        str(out / "pytest-benchmark.json"),
+        "--benchmark-storage",
+        str(ROOT / ".benchmarks"),
+        "--benchmark-columns",
+        "median,iqr,min,max,rounds",
+        "--benchmark-sort",
+        "name",
+    ]
+    if autosave:
+        args.append("--benchmark-autosave")
+        if any((ROOT / ".benchmarks").glob("*/*.json")):
+            args.append("--benchmark-compare")
+    return int(pytest.main(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
