@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -57,7 +57,7 @@ weigher_options = [
 ]
 
 
-def _with_weigher_options(fn):  # type: ignore[no-untyped-def]
+def _with_weigher_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(weigher_options):
         fn = option(fn)
     return fn
