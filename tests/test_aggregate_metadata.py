@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
+from rpquery.candidates import allocation_candidates
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest, NotFound
@@ -27,6 +28,7 @@ from rpquery.policies.aggregate_metadata import (
     unset_metadata,
 )
 from rpquery.policies.extra_specs import host_passes
+from rpquery.provider_list import list_providers
 from rpquery.tables import aggregate_metadata, resource_providers
 from tests.factories import new_uuid, provider
 from tests.seed000_examples import EXAMPLES, FMC, Example
@@ -34,11 +36,16 @@ from tests.seed000_examples import EXAMPLES, FMC, Example
 AGG = "6c1e2d4f-0000-4000-8000-000000000001"
 
 
-def passing_hosts(
-    db: Database, policy: AggregateMetadataFilter, *, push_down: bool = True
-) -> set[str]:
-    """Root providers kept by ``policy``: its SQL clause, then ``keep`` (the order the
-    candidate query uses)."""
+def passing_hosts(db: Database, policy: AggregateMetadataFilter) -> set[str]:
+    """Hosts (root providers) with allocation candidates for one VCPU under ``policy``."""
+    found = allocation_candidates(db, "resources=VCPU:1", policies=[policy])
+    summaries = found.provider_summaries
+    return {summaries[ar.root_uuid].name or "" for ar in found.allocation_requests}
+
+
+def roots_kept(db: Database, policy: AggregateMetadataFilter, *, push_down: bool) -> set[str]:
+    """Every root provider the policy keeps, with or without its SQL clause (to check
+    that the clause is only ever a necessary condition)."""
     rp = resource_providers
     stmt = sa.select(rp.c.id, rp.c.name).where(rp.c.id == rp.c.root_provider_id)
     clause = policy.where(rp.c.id) if push_down else None
@@ -95,7 +102,7 @@ def test_keys_and_values_are_exact_on_every_backend(db: Database) -> None:
     set_metadata(db, AGG, {"Key": "1", "key": "1 ", "KEY": "A"})
     assert dict(get_metadata(db, AGG).items) == {"Key": "1", "key": "1 ", "KEY": "A"}
     with db.begin() as conn:
-        provider(conn, "incl_host", aggregates=[AGG])
+        provider(conn, "incl_host", inventory={"VCPU": 8}, aggregates=[AGG])
     assert passing_hosts(db, AggregateMetadataFilter({"key": "1 "})) == {"incl_host"}
     assert passing_hosts(db, AggregateMetadataFilter({"key": "1"})) == set()
     assert passing_hosts(db, AggregateMetadataFilter({"kEY": "!"})) == {"incl_host"}
@@ -189,6 +196,23 @@ def test_operators_and_several_aggregates_per_host(db: Database) -> None:
     assert "incl_gpu" not in passing_hosts(db, AggregateMetadataFilter({"disk": "ssd"}))
 
 
+def test_nested_hosts_and_provider_list(db: Database) -> None:
+    """The host is the root: its aggregates decide for its children's resources, and a
+    child's own aggregates do not count."""
+    uuids = build(db, {"ssd": {"disk": "ssd"}, "hdd": {"disk": "hdd"}}, {})
+    with db.begin() as conn:
+        incl = provider(conn, "incl_root", aggregates=[uuids["ssd"]])
+        provider(conn, "incl_root_numa0", parent=incl, inventory={"VCPU": 4})
+        excl = provider(conn, "excl_root", aggregates=[uuids["hdd"]])
+        provider(
+            conn, "excl_root_numa0", parent=excl, inventory={"VCPU": 4}, aggregates=[uuids["ssd"]]
+        )
+    policy = AggregateMetadataFilter({"disk": "ssd"})
+    assert passing_hosts(db, policy) == {"incl_root"}
+    listed = {p.name for p in list_providers(db, "", policies=[policy])}
+    assert listed == {"incl_root", "incl_root_numa0"}
+
+
 def test_nova_compatible_mode(db: Database) -> None:
     build(
         db,
@@ -227,8 +251,9 @@ def test_keep_is_one_statement_and_where_never_loses_a_host(db: Database) -> Non
         policy = AggregateMetadataFilter(specs)
         expected = {h for h, a in hosts.items() if host_passes(specs, [aggs[n] for n in a])}
         with db.count_statements() as counter:
-            assert passing_hosts(db, policy, push_down=False) == expected, specs
+            assert roots_kept(db, policy, push_down=False) == expected, specs
         assert counter.count == 2  # the root query and keep's one statement
+        assert roots_kept(db, policy, push_down=True) == expected, specs
         assert passing_hosts(db, policy) == expected, specs
 
 
