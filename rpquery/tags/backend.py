@@ -78,6 +78,9 @@ class TagBackend(Protocol):
     def instances(self) -> frozenset[str]:
         """Every instance the backend holds tags for."""
 
+    def pending_jobs(self) -> frozenset[str]:
+        """Ids of submitted jobs that have not finished yet."""
+
     def collect_outcomes(self) -> list[JobOutcome]:
         """Outcomes of finished jobs not collected before, in completion order."""
 
@@ -129,6 +132,10 @@ class FakeBackend:
     def instances(self) -> frozenset[str]:
         with self._lock:
             return frozenset(i for i, tags in self._tags.items() if tags)
+
+    def pending_jobs(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(job.job_id for job in self._queue)
 
     def collect_outcomes(self) -> list[JobOutcome]:
         with self._lock:

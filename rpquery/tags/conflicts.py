@@ -54,7 +54,7 @@ def parse_rules(
                 "rpquery.tags.bad_conflict", f"tag {a!r} cannot conflict with itself", token=a
             )
         out[(a, b)] = ConflictRule(namespace, a, b)
-    return tuple(out.values())
+    return tuple(out[key] for key in sorted(out))
 
 
 def set_conflicts(
@@ -85,7 +85,8 @@ def list_conflicts(
         .order_by(rules_t.c.tag_a, rules_t.c.tag_b)
     )
     with db.connect() as conn:
-        return tuple(ConflictRule(namespace, a, b) for a, b in conn.execute(query))
+        found = sorted((str(a), str(b)) for a, b in conn.execute(query))
+    return tuple(ConflictRule(namespace, a, b) for a, b in found)
 
 
 def rules_query(namespace: str, tags: Iterable[str]) -> sa.Select[Any]:

@@ -1,7 +1,9 @@
 """Reconciliation: the backend is the single source of truth.
 
 Per instance and namespace, under the pair's lock, with the backend's tags read while
-the lock is held, and leaving alone every tag with a job in flight:
+the lock is held, and leaving alone every tag with a job in flight (a job the backend
+still lists as pending; records of finished jobs whose outcome never arrived are
+dropped, the backend's tags already tell what they did):
 
 - on the backend, missing here → **created** ACTIVE;
 - on the backend, PENDADD here → **activated**;
@@ -96,6 +98,7 @@ def _reconcile_pair(
         try:
             with db.begin() as conn:
                 rows.lock(conn, instance_uuid, namespace)
+                rows.forget_stale_jobs(conn, instance_uuid, namespace, backend.pending_jobs())
                 remote, foreign = _remote(backend, config, instance_uuid, namespace)
                 found = _settle(conn, instance_uuid, namespace, remote)
         except ConcurrentUpdate:

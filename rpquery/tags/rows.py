@@ -138,6 +138,19 @@ def jobs_in_flight(conn: Connection, instance_uuid: str, namespace: str) -> dict
     return out
 
 
+def forget_stale_jobs(
+    conn: Connection, instance_uuid: str, namespace: str, pending: frozenset[str]
+) -> None:
+    """Drop job rows of this pair whose job the backend no longer runs."""
+    conn.execute(
+        jobs_t.delete().where(
+            jobs_t.c.instance_uuid == instance_uuid,
+            jobs_t.c.namespace == namespace,
+            jobs_t.c.job_id.not_in(sorted(pending)),
+        )
+    )
+
+
 def _rows(instance_uuid: str, namespace: str, tags: list[str]) -> sa.ColumnElement[bool]:
     return sa.and_(
         tags_t.c.instance_uuid == instance_uuid,
