@@ -1,0 +1,142 @@
+"""Racing writers on PostgreSQL and MariaDB: generations and retries never let a
+provider be over-allocated, and a consumer is created exactly once.
+
+Threads start together behind a barrier; the assertions are about the final rows and
+the kinds of errors, never about timing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+import sqlalchemy as sa
+
+from rpquery import allocations as alloc_api
+from rpquery import inventory as inv_api
+from rpquery.allocations import ConsumerAllocations
+from rpquery.db import Database
+from rpquery.errors import RpqueryError
+from rpquery.models import Inventory
+from rpquery.tables import allocations, resource_providers
+from tests.factories import Ref, allocate, new_uuid, provider
+
+THREADS = 8
+
+
+def race(jobs: list[Callable[[], None]]) -> list[str]:
+    """Run ``jobs`` in threads started together; each outcome is ``"ok"`` or the code of
+    the rpquery error it raised (anything else fails the test)."""
+    barrier = threading.Barrier(len(jobs))
+    outcomes: list[str] = [""] * len(jobs)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            jobs[i]()
+            outcomes[i] = "ok"
+        except RpqueryError as error:
+            outcomes[i] = f"{type(error).__name__}:{error.code}"
+        except Exception as error:  # noqa: BLE001 - reported through the outcome
+            outcomes[i] = f"unexpected {error!r}"
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return outcomes
+
+
+def used_and_generation(db: Database, rp: Ref) -> tuple[int, int]:
+    with db.connect() as conn:
+        used = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(allocations.c.used), 0)).where(
+                allocations.c.resource_provider_id == rp.id
+            )
+        ).scalar_one()
+        gen = conn.execute(
+            sa.select(resource_providers.c.generation).where(resource_providers.c.id == rp.id)
+        ).scalar_one()
+    return int(used), int(gen)
+
+
+def claim(db: Database, rp: Ref, amount: int, **retry: int) -> Callable[[], None]:
+    request = ConsumerAllocations(
+        new_uuid(), "proj", "user", "INSTANCE", None, {rp.uuid: {"VCPU": amount}}
+    )
+    if retry:
+        return lambda: alloc_api.run_with_retry(
+            db, lambda conn: alloc_api.write_consumer_allocations(conn, request), **retry
+        )
+    return lambda: alloc_api.replace_allocations(db, request)
+
+
+@pytest.fixture
+def nearly_full(server_db: Database) -> Ref:
+    """16 VCPUs of which 12 are taken: 4 are left."""
+    with server_db.begin() as conn:
+        rp = provider(conn, "incl_last_units", inventory={"VCPU": 16})
+        allocate(conn, new_uuid(), rp, "VCPU", 12)
+    return rp
+
+
+def test_eight_threads_race_for_the_last_units(server_db: Database, nearly_full: Ref) -> None:
+    outcomes = race([claim(server_db, nearly_full, 1) for _ in range(THREADS)])
+    tally = Counter(outcomes)
+    assert tally["ok"] == 4, tally
+    losers = {o for o in outcomes if o != "ok"}
+    assert losers <= {
+        "CapacityExceeded:rpquery.allocation.capacity_exceeded",
+        "ConcurrentUpdate:rpquery.provider.generation_conflict",
+        "ConcurrentUpdate:rpquery.concurrent_update",
+    }, tally
+    assert used_and_generation(server_db, nearly_full) == (16, 4)
+
+
+def test_without_retry_losers_conflict_and_nothing_is_over_allocated(
+    server_db: Database, nearly_full: Ref
+) -> None:
+    outcomes = race([claim(server_db, nearly_full, 2, attempts=1) for _ in range(THREADS)])
+    winners = outcomes.count("ok")
+    assert 1 <= winners <= 2, outcomes
+    assert all(
+        o == "ok" or o.startswith(("ConcurrentUpdate:", "CapacityExceeded:")) for o in outcomes
+    ), outcomes
+    assert used_and_generation(server_db, nearly_full) == (12 + 2 * winners, winners)
+
+
+def test_a_new_consumer_is_created_once(server_db: Database, nearly_full: Ref) -> None:
+    consumer = new_uuid()
+    request = ConsumerAllocations(
+        consumer, "proj", "user", "INSTANCE", None, {nearly_full.uuid: {"VCPU": 1}}
+    )
+    outcomes = race([lambda: alloc_api.replace_allocations(server_db, request)] * THREADS)
+    assert outcomes.count("ok") == 1, outcomes
+    assert all(o == "ok" or o.startswith("ConcurrentUpdate:") for o in outcomes), outcomes
+    assert alloc_api.get_allocations(server_db, consumer) == {nearly_full.uuid: {"VCPU": 1}}
+
+
+def test_inventory_shrink_racing_allocations(server_db: Database, nearly_full: Ref) -> None:
+    """Shrinking to the current usage while others claim: either the shrink wins (and
+    later claims fail) or a claim wins (and the stale shrink fails): never both."""
+
+    def shrink() -> None:
+        inv_api.set_inventory(server_db, nearly_full.uuid, "VCPU", Inventory(12), generation=0)
+
+    outcomes = race([shrink] + [claim(server_db, nearly_full, 1) for _ in range(THREADS - 1)])
+    used, _ = used_and_generation(server_db, nearly_full)
+    capacity = inv_api.get_inventories(server_db, nearly_full.uuid)["VCPU"].capacity
+    assert used <= capacity
+    if outcomes[0] == "ok":
+        assert capacity == 12 and used == 12
+    else:
+        assert outcomes[0].split(":")[1] in {
+            "rpquery.provider.generation_conflict",
+            "rpquery.inventory.capacity_below_usage",
+            "rpquery.concurrent_update",
+        }
+        assert capacity == 16 and used > 12
+    assert not any(o.startswith("unexpected") for o in outcomes), outcomes
