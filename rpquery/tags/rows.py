@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery import dialects
 from rpquery.db import Database
+from rpquery.errors import ConcurrentUpdate
 from rpquery.tables import instance_tag_jobs as jobs_t
 from rpquery.tables import instance_tag_locks as locks_t
 from rpquery.tables import instance_tags as tags_t
@@ -41,9 +42,16 @@ def ensure_lock_rows(db: Database, pairs: Iterable[tuple[str, str]]) -> None:
     """Create missing lock rows in their own short transaction (never upgrading a
     shared lock to an exclusive one inside the write transaction)."""
     rows = [{"instance_uuid": i, "namespace": n} for i, n in sorted(set(pairs))]
-    if rows:
-        with db.begin() as conn:
-            dialects.insert_ignore(conn, locks_t, rows)
+    for attempt in range(5):
+        if not rows:
+            return
+        try:
+            with db.begin() as conn:
+                dialects.insert_ignore(conn, locks_t, rows)
+            return
+        except ConcurrentUpdate:
+            if attempt == 4:
+                raise
 
 
 def lock(conn: Connection, instance_uuid: str, namespace: str) -> None:
