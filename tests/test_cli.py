@@ -235,3 +235,113 @@ def test_tour_on_a_fresh_database_then_again(fresh_cli: Invoke) -> None:
     second = fresh_cli("tour")
     assert second.exit_code == 0, second.output
     assert "reusing the" in second.output and "$ rpquery load" not in second.output
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def test_candidates_query_syntax_and_flags_agree(cli: Invoke) -> None:
+    query = "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=5"
+    by_query = cli("candidates", query, "--json")
+    by_flags = cli(
+        "candidates",
+        "--resources",
+        "VCPU:2,MEMORY_MB:2048",
+        "--required",
+        "!CUSTOM_GPU",
+        "--limit",
+        "5",
+        "--json",
+    )
+    assert by_query.exit_code == 0, by_query.output
+    body = json.loads(by_query.stdout)
+    assert body == json.loads(by_flags.stdout)
+    assert 0 < len(body["allocation_requests"]) <= 5
+    summaries = body["provider_summaries"]
+    assert all("CUSTOM_GPU" not in s["traits"] for s in summaries.values())
+    for request in body["allocation_requests"]:
+        assert set(request["allocations"]) <= set(summaries)
+        assert request["mappings"].keys() == {""}
+
+
+def test_candidates_table_shows_granular_groups(cli: Invoke) -> None:
+    query = (
+        "resources_COMPUTE=VCPU:1&resources_NET=SRIOV_NET_VF:1"
+        "&required_NET=CUSTOM_PHYSNET_A&group_policy=isolate&limit=2"
+    )
+    result = cli("candidates", query)
+    assert result.exit_code == 0, result.output
+    assert "[_NET]" in result.output and "[_COMPUTE]" in result.output
+    assert "2 allocation requests" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "token"),
+    [
+        (["resources=VCPU:1&required=! CUSTOM_GPU"], "rpquery.trait.bad_forbidden", "CUSTOM_GPU"),
+        (
+            ["resources=VCPU:1&required=CUSTOM_GPU,!CUSTOM_GPU"],
+            "rpquery.trait.conflict",
+            "CUSTOM_GPU",
+        ),
+        (["resources=VCPU:-1"], "rpquery.", "VCPU"),
+        (["--resources", "VCPU:1", "--nova-compat"], "rpquery.cli.bad_option", "--nova-compat"),
+        (["resources=VCPU:1", "--extra-specs", "{oops"], "rpquery.extra_specs.bad_json", "{oops"),
+    ],
+)
+def test_candidates_bad_input(cli: Invoke, args: list[str], code: str, token: str) -> None:
+    assert_bad_request(cli("candidates", *args), code, token)
+    json_result = cli("candidates", *args, "--json")
+    assert json_result.exit_code == 2 and json_result.stdout == ""
+    assert json.loads(json_result.stderr)["errors"][0]["code"].startswith(code)
+
+
+def test_candidates_with_extra_specs(cli: Invoke, loaded_url: str) -> None:
+    import sqlalchemy as sa
+
+    from rpquery.tables import placement_aggregates
+
+    db = Database(loaded_url)
+    with db.connect() as conn:
+        agg = conn.execute(
+            sa.select(placement_aggregates.c.uuid)
+            .order_by(placement_aggregates.c.id.desc())
+            .limit(1)
+        ).scalar_one()
+    db.dispose()
+    assert cli("aggregate-metadata", "set", agg, "cli_zone=blue").exit_code == 0
+    try:
+        body = json.loads(
+            cli(
+                "candidates", "resources=VCPU:1", "--extra-specs", '{"cli_zone": "blue"}', "--json"
+            ).stdout
+        )
+        other = json.loads(
+            cli(
+                "candidates", "resources=VCPU:1", "--extra-specs", '{"cli_zone": "red"}', "--json"
+            ).stdout
+        )
+    finally:
+        cli("aggregate-metadata", "unset", agg, "cli_zone")
+    assert body["allocation_requests"] and other["allocation_requests"] == []
+
+
+# ---------------------------------------------------------------- explain
+
+
+def test_explain_prints_sql_and_plan(cli: Invoke) -> None:
+    result = cli("explain", "resources=VCPU:1&required=!CUSTOM_GPU&limit=10")
+    assert result.exit_code == 0, result.output
+    assert "NOT (EXISTS" in result.output or "NOT EXISTS" in result.output
+    assert "-- plan:" in result.output
+    body = json.loads(cli("explain", "--resources", "VCPU:1", "--json").stdout)
+    assert body["backend"] == "sqlite"
+    assert body["statements"] and all(s["plan"] for s in body["statements"])
+
+
+def test_explain_bad_input(cli: Invoke) -> None:
+    assert_bad_request(
+        cli("explain", "resources=VCPU:1&required=lower_case"),
+        "rpquery.trait.bad_name",
+        "lower_case",
+    )

@@ -151,3 +151,31 @@ def test_claim_bad_input(run: Run, pg_url: str) -> None:
     )
     missing = run("release", CONSUMER)
     assert missing.returncode == 1 and "rpquery.consumer.not_found" in missing.stderr
+
+
+def test_candidates_on_postgresql(run: Run) -> None:
+    done = run(
+        "candidates", "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=3", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert 0 < len(body["allocation_requests"]) <= 3
+    assert all("CUSTOM_GPU" not in s["traits"] for s in body["provider_summaries"].values())
+
+
+def test_candidates_bad_input(run: Run) -> None:
+    assert_bad_request(
+        run("candidates", "resources=VCPU:1&required=CUSTOM_GPU,!CUSTOM_GPU"),
+        "rpquery.trait.conflict",
+        "CUSTOM_GPU",
+    )
+
+
+def test_explain_shows_postgresql_plan(run: Run) -> None:
+    done = run("explain", "resources=VCPU:1&required=!CUSTOM_GPU&limit=10", "--json")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["backend"] == "postgresql"
+    plans = [s["plan"] for s in body["statements"]]
+    assert plans and all(p and "QUERY PLAN" in p[0] for p in plans)
+    assert any("NOT (EXISTS" in s["sql"] for s in body["statements"])

@@ -1,0 +1,282 @@
+"""``rpquery candidates`` and ``rpquery explain``: the read path from the command line.
+
+Both take Placement's query syntax as one argument, friendly flags, or both (flags are
+appended to the query, so ``--required`` adds one more ``required=`` term):
+
+    $ rpquery candidates 'resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=5'
+    $ rpquery candidates --resources VCPU:2 --required '!CUSTOM_GPU' --limit 5 --json
+    $ rpquery explain 'resources=VCPU:1&required=!CUSTOM_GPU&limit=10'
+
+Policies join the candidate query as :class:`~rpquery.policies.base.HostPolicy`
+objects: ``--extra-specs JSON`` [``--nova-compat``] (seed 000) and
+``--server-group UUID`` (seed 002).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from rpquery.candidates import allocation_candidates, candidate_statements
+from rpquery.candidates_results import AllocationCandidates
+from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import query_pairs as _pairs
+from rpquery.db import Database
+from rpquery.dialects import explain_prefix
+from rpquery.errors import DatabaseError, InvalidRequest
+from rpquery.policies import aggregate_metadata, server_groups
+from rpquery.policies.base import HostPolicy
+from rpquery.request import CandidatesRequest, parse_candidates
+
+Params = dict[str, list[str]]
+
+
+def multidict(pairs: Sequence[tuple[str, str]]) -> Params:
+    """``[(key, value), ...]`` → ``{key: [values...]}``, the shape the parser takes.
+
+    >>> multidict([("required", "A"), ("required", "!B"), ("limit", "5")])
+    {'required': ['A', '!B'], 'limit': ['5']}
+    """
+    out: Params = {}
+    for key, value in pairs:
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def _repeat(key: str, values: Sequence[str]) -> list[tuple[str, str | None]]:
+    return [(key, v) for v in values]
+
+
+def candidate_params(query: str | None, flags: dict[str, Any]) -> Params:
+    """Query string plus the friendly flags of ``candidates``/``explain``."""
+    limit = flags.get("limit")
+    return multidict(
+        _pairs(
+            query,
+            ("resources", flags.get("resources")),
+            *_repeat("required", flags.get("required", ())),
+            *_repeat("member_of", flags.get("member_of", ())),
+            ("in_tree", flags.get("in_tree")),
+            *_repeat("root_required", flags.get("root_required", ())),
+            *_repeat("same_subtree", flags.get("same_subtree", ())),
+            ("group_policy", flags.get("group_policy")),
+            ("limit", None if limit is None else str(limit)),
+        )
+    )
+
+
+def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The friendly flags shared by ``candidates`` and ``explain``."""
+    options = [
+        click.argument("query", required=False),
+        click.option("--resources", help="CLASS:AMOUNT,... for the unsuffixed group."),
+        click.option("--required", multiple=True, help="Traits: A,!B or in:A,B (repeatable)."),
+        click.option("--member-of", multiple=True, help="Aggregates: uuid, in:a,b, !uuid."),
+        click.option("--in-tree", help="Only the tree of this provider uuid."),
+        click.option("--root-required", multiple=True, help="Root traits: A,!B (repeatable)."),
+        click.option("--same-subtree", multiple=True, help="Suffixes: _A,_B (repeatable)."),
+        click.option("--group-policy", type=click.Choice(["none", "isolate"])),
+        click.option("--limit", type=int, help="At most this many allocation requests."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+# ---------------------------------------------------------------- policies
+
+
+def build_policies(
+    db: Database, extra_specs: str | None, nova_compat: bool, server_group: str | None
+) -> list[HostPolicy]:
+    """The host policies the flags ask for (none by default): the aggregate-metadata
+    filter for ``--extra-specs`` (seed 000), the group's policy for ``--server-group``
+    (seed 002)."""
+    if nova_compat and extra_specs is None:
+        raise InvalidRequest(
+            "rpquery.cli.bad_option", "--nova-compat needs --extra-specs", token="--nova-compat"
+        )
+    policies: list[HostPolicy] = []
+    flavor_filter = aggregate_metadata.policy_from_cli(extra_specs, nova_compat)
+    if flavor_filter is not None:
+        policies.append(flavor_filter)
+    if server_group is not None:
+        policies.append(server_groups.policy_for_group(db, server_group))
+    return policies
+
+
+# ---------------------------------------------------------------- candidates
+
+
+def _provider_names(result: AllocationCandidates) -> dict[str, str]:
+    return {u: s.name or u for u, s in result.provider_summaries.items()}
+
+
+def _resources_text(resources: Any) -> str:
+    return ", ".join(f"{rc}:{n}" for rc, n in sorted(resources.items()))
+
+
+def show_candidates(result: AllocationCandidates, title: str) -> None:
+    """One row per allocation request: the host, then one line per provider used with
+    its resources and, for granular requests, the groups it serves."""
+    names = _provider_names(result)
+    granular = any(set(a.mappings) - {""} for a in result.allocation_requests)
+    rows = []
+    for n, req in enumerate(result.allocation_requests, start=1):
+        groups: dict[str, list[str]] = {}
+        for suffix, rps in req.mappings.items():
+            for rp in rps:
+                groups.setdefault(rp, []).append(suffix or "(unsuffixed)")
+        lines = []
+        for rp, res in sorted(req.allocations.items(), key=lambda kv: names.get(kv[0], "")):
+            line = f"{names.get(rp, rp)}: {_resources_text(res)}"
+            if granular and rp in groups:
+                line += f"  [{', '.join(sorted(groups[rp]))}]"
+            lines.append(line)
+        rows.append([n, names.get(req.root_uuid, req.root_uuid), "\n".join(lines)])
+    emit_table(title, ["#", "host", "allocations"], rows)
+    click.echo(
+        f"{len(result.allocation_requests)} allocation requests; "
+        f"{len(result.provider_summaries)} providers in the summaries"
+    )
+
+
+@click.command("candidates")
+@request_options
+@click.option("--random", "randomize", is_flag=True, help="Pick the limited sample at random.")
+@click.option("--extra-specs", help="Flavor extra specs as a JSON object (aggregate metadata).")
+@click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does.")
+@click.option("--server-group", help="Filter and order hosts by this server group's policy.")
+@json_option
+@handles_errors
+def candidates(
+    query: str | None,
+    randomize: bool,
+    extra_specs: str | None,
+    nova_compat: bool,
+    server_group: str | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Allocation candidates (GET /allocation_candidates, microversion 1.39).
+
+    QUERY is Placement's syntax, e.g.
+    'resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=5'.
+    """
+    request: CandidatesRequest = parse_candidates(candidate_params(query, flags))
+    if randomize:
+        request = dataclasses.replace(request, randomize=True)
+    db = get_db()
+    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    result = allocation_candidates(db, request, policies=policies)
+    if as_json:
+        emit_json(result.to_placement())
+    else:
+        show_candidates(result, "allocation candidates")
+
+
+# ---------------------------------------------------------------- explain
+
+
+@dataclasses.dataclass(frozen=True)
+class ExplainedStatement:
+    """One statement of a request: its SQL for this backend and the backend's plan
+    (``plan_error`` when the backend cannot explain it as built)."""
+
+    sql: str
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[Any, ...], ...] = ()
+    plan_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        plan = [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+        return {"sql": self.sql, "plan": plan, "plan_error": self.plan_error}
+
+
+def explain_statement(
+    db: Database, statement: Any, *, plan: bool, analyze: bool
+) -> ExplainedStatement:
+    """The statement's SQL and, with ``plan``, the database's plan for it."""
+    sql = _sql_text(db, statement)
+    if not plan:
+        return ExplainedStatement(sql)
+    compiled = statement.compile(
+        dialect=db.engine.dialect, compile_kwargs={"render_postcompile": True}
+    )
+    params: Any = dict(compiled.params)
+    if compiled.positional and compiled.positiontup is not None:
+        params = tuple(compiled.params[name] for name in compiled.positiontup)
+    prefix = explain_prefix(db.dialect_name, analyze=analyze)
+    try:
+        with db.connect() as conn:
+            result = conn.exec_driver_sql(prefix + compiled.string, params)
+            columns = tuple(result.keys())
+            rows = tuple(tuple(row) for row in result)
+    except DatabaseError as exc:
+        return ExplainedStatement(sql, plan_error=exc.detail)
+    return ExplainedStatement(sql, columns, rows)
+
+
+def _sql_text(db: Database, statement: Any) -> str:
+    """The statement as the backend receives it, with values inlined when possible."""
+    try:
+        compiled = statement.compile(
+            dialect=db.engine.dialect, compile_kwargs={"literal_binds": True}
+        )
+    except Exception:  # noqa: BLE001 - some bound types cannot be inlined
+        compiled = statement.compile(dialect=db.engine.dialect)
+    text = str(compiled)
+    if db.engine.dialect.paramstyle in ("format", "pyformat"):
+        text = text.replace("%%", "%")  # the driver's escape, not SQL
+    return text
+
+
+@click.command("explain")
+@request_options
+@click.option("--analyze", is_flag=True, help="Run the statements (EXPLAIN ANALYZE).")
+@click.option("--plan/--no-plan", default=True, help="Ask the database for its plan.")
+@json_option
+@handles_errors
+def explain(query: str | None, analyze: bool, plan: bool, as_json: bool, **flags: Any) -> None:
+    """The SQL rpquery runs for a candidates request on this backend, and its plan."""
+    request = parse_candidates(candidate_params(query, flags))
+    db = get_db()
+    out = [
+        explain_statement(db, statement, plan=plan, analyze=analyze)
+        for statement in candidate_statements(db, request)
+    ]
+    if as_json:
+        emit_json({"backend": db.dialect_name, "statements": [e.as_dict() for e in out]})
+        return
+    for n, explained in enumerate(out, start=1):
+        click.echo(f"-- statement {n} of {len(out)} ({db.dialect_name})")
+        click.echo(explained.sql.strip() + ";")
+        if explained.plan_error:
+            click.echo(f"-- no plan: {explained.plan_error}")
+        elif plan:
+            _show_plan(list(explained.columns), list(explained.rows))
+        click.echo()
+
+
+def _show_plan(columns: list[str], rows: list[Any]) -> None:
+    if len(columns) == 1:
+        click.echo("-- plan:")
+        for (value,) in rows:
+            for line in str(value).splitlines():
+                click.echo(f"--   {line}")
+        return
+    if {"id", "parent", "detail"} <= set(columns):  # SQLite's EXPLAIN QUERY PLAN tree
+        click.echo("-- plan:")
+        at = {name: columns.index(name) for name in ("id", "parent", "detail")}
+        depth: dict[Any, int] = {}
+        for row in rows:
+            depth[row[at["id"]]] = depth.get(row[at["parent"]], 0) + 1
+            click.echo(f"-- {'  ' * depth[row[at['id']]]}{row[at['detail']]}")
+        return
+    emit_table("plan", columns, rows)
+
+
+COMMANDS: list[click.Command] = [candidates, explain]
