@@ -71,12 +71,14 @@ __all__ = [
     "bump_provider_generations",
     "check_capacity",
     "delete_allocations",
+    "generation_bump",
     "get_allocations",
     "read_state",
     "replace_allocations",
     "replace_many",
     "run_with_retry",
     "state_select",
+    "usage_subquery",
     "validate_requests",
     "write_consumer_allocations",
 ]
@@ -85,6 +87,9 @@ __all__ = [
 MAX_ATTEMPTS = 10
 
 PROVIDER_GENERATION_CONFLICT = "rpquery.provider.generation_conflict"
+
+#: Inventory columns, in :class:`Inventory` field order.
+INVENTORY_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 #: ``ConcurrentUpdate`` codes worth another attempt: a provider moved on, or the server
 #: broke a deadlock / serialization failure (``rpquery.db`` maps those).
@@ -174,28 +179,12 @@ def validate_requests(requests: Iterable[ConsumerAllocations]) -> list[ConsumerA
 # ---------------------------------------------------------------- reading state
 
 
-def state_select(provider_uuids: Iterable[str], consumer_uuids: Iterable[str]) -> sa.Select:
-    """Providers in play with their inventories and usage, in one statement.
-
-    Sketch::
-
-        SELECT rp.id, rp.uuid, rp.generation, inv.*, u.others, u.writers
-        FROM resource_providers rp
-        LEFT JOIN inventories inv ON inv.resource_provider_id = rp.id
-        LEFT JOIN (SELECT resource_provider_id, resource_class_id,
-                          SUM(CASE WHEN consumer_id IN (:c) THEN 0 ELSE used END) AS others,
-                          SUM(CASE WHEN consumer_id IN (:c) THEN used ELSE 0 END) AS writers
-                   FROM allocations WHERE resource_provider_id IN (<providers in play>)
-                   GROUP BY 1, 2) u ON (u.rp, u.rc) = (inv.rp, inv.rc)
-        WHERE rp.uuid IN (:p) OR rp.id IN (SELECT resource_provider_id
-                                           FROM allocations WHERE consumer_id IN (:c))
-    """
-    rp, inv, alloc = resource_providers, inventories, allocations
-    writers = sorted(set(consumer_uuids))
-    held = sa.select(alloc.c.resource_provider_id).where(alloc.c.consumer_id.in_(writers))
-    in_play = sa.or_(rp.c.uuid.in_(sorted(set(provider_uuids))), rp.c.id.in_(held))
+def usage_subquery(in_play: sa.ColumnElement[bool], writers: list[str]) -> sa.Subquery:
+    """Usage per (provider, class) of the providers in play, split into the part held by
+    ``writers`` (the consumers being rewritten) and the part held by everyone else."""
+    rp, alloc = resource_providers, allocations
     is_writer = alloc.c.consumer_id.in_(writers)
-    usage = (
+    return (
         sa.select(
             alloc.c.resource_provider_id,
             alloc.c.resource_class_id,
@@ -206,18 +195,33 @@ def state_select(provider_uuids: Iterable[str], consumer_uuids: Iterable[str]) -
         .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id)
         .subquery("usage")
     )
+
+
+def state_select(provider_uuids: Iterable[str], consumer_uuids: Iterable[str]) -> sa.Select:
+    """Providers in play with their inventories and usage, in one statement.
+
+    Sketch::
+
+        SELECT rp.id, rp.uuid, rp.generation, inv.*, u.others, u.writers
+        FROM resource_providers rp
+        LEFT JOIN inventories inv ON inv.resource_provider_id = rp.id
+        LEFT JOIN <usage_subquery> u ON (u.rp, u.rc) = (inv.rp, inv.rc)
+        WHERE rp.uuid IN (:p) OR rp.id IN (SELECT resource_provider_id
+                                           FROM allocations WHERE consumer_id IN (:c))
+    """
+    rp, inv, alloc = resource_providers, inventories, allocations
+    writers = sorted(set(consumer_uuids))
+    held = sa.select(alloc.c.resource_provider_id).where(alloc.c.consumer_id.in_(writers))
+    in_play = sa.or_(rp.c.uuid.in_(sorted(set(provider_uuids))), rp.c.id.in_(held))
+    usage = usage_subquery(in_play, writers)
+    inventory_cols = [inv.c[name] for name in INVENTORY_FIELDS]
     return (
         sa.select(
             rp.c.id,
             rp.c.uuid,
             rp.c.generation,
             inv.c.resource_class_id,
-            inv.c.total,
-            inv.c.reserved,
-            inv.c.min_unit,
-            inv.c.max_unit,
-            inv.c.step_size,
-            inv.c.allocation_ratio,
+            *inventory_cols,
             usage.c.others,
             usage.c.writers,
         )
@@ -343,13 +347,22 @@ def check_capacity(
 # ---------------------------------------------------------------- writing
 
 
+def generation_bump(generations: Mapping[int, int]) -> sa.Update:
+    """One ``UPDATE`` raising each provider's generation if it is still the value read::
+
+    UPDATE resource_providers SET generation = generation + 1
+    WHERE (id = 1 AND generation = 5) OR (id = 7 AND generation = 0)
+    """
+    rp = resource_providers
+    current = sa.func.coalesce(rp.c.generation, 0)
+    matches = [
+        sa.and_(rp.c.id == rp_id, current == gen) for rp_id, gen in sorted(generations.items())
+    ]
+    return rp.update().where(sa.or_(*matches)).values(generation=current + 1)
+
+
 def bump_provider_generations(conn: Connection, generations: Mapping[int, int]) -> None:
-    """Raise each provider's generation by one if it is still the value read earlier.
-
-    One statement for all of them::
-
-        UPDATE resource_providers SET generation = generation + 1
-        WHERE (id = 1 AND generation = 5) OR (id = 7 AND generation = 0)
+    """Run :func:`generation_bump` for ``{provider id: generation read}``.
 
     Fewer rows than providers → someone else changed one of them since it was read:
     ``ConcurrentUpdate`` ``rpquery.provider.generation_conflict`` (retried by
@@ -357,12 +370,7 @@ def bump_provider_generations(conn: Connection, generations: Mapping[int, int]) 
     """
     if not generations:
         return
-    rp = resource_providers
-    current = sa.func.coalesce(rp.c.generation, 0)
-    matches = [
-        sa.and_(rp.c.id == rp_id, current == gen) for rp_id, gen in sorted(generations.items())
-    ]
-    result = conn.execute(rp.update().where(sa.or_(*matches)).values(generation=current + 1))
+    result = conn.execute(generation_bump(generations))
     if result.rowcount != len(generations):
         raise ConcurrentUpdate(
             PROVIDER_GENERATION_CONFLICT,
