@@ -54,7 +54,7 @@ from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.inventory import check_inventory
 from rpquery.models import ConsumerAllocations, Inventory, check_int, check_uuid
-from rpquery.tables import allocations, inventories, resource_providers
+from rpquery.tables import allocations, inventories, resource_classes, resource_providers
 
 STALE_PROVIDER = "rpquery.reshape.provider_generation_conflict"
 PROVIDER_NOT_FOUND = "rpquery.reshape.provider_not_found"
@@ -89,6 +89,7 @@ class ReshapeRequest:
 class _PairUsage:
     """Usage of one (provider, class) and its capacity (``None``: no inventory)."""
 
+    resource_class: str
     used: int
     capacity: int | None
 
@@ -155,17 +156,19 @@ def pair_usage_select(provider_ids: Sequence[int]) -> sa.Select:
     """Usage per allocated (provider, class) of the given providers with the inventory
     that bounds it (NULLs when there is none)::
 
-        SELECT a.resource_provider_id, a.resource_class_id, SUM(a.used),
+        SELECT a.resource_provider_id, a.resource_class_id, rc.name, SUM(a.used),
                inv.total, inv.reserved, inv.allocation_ratio
-        FROM allocations a LEFT JOIN inventories inv ON (inv.rp, inv.rc) = (a.rp, a.rc)
+        FROM allocations a JOIN resource_classes rc ON rc.id = a.resource_class_id
+        LEFT JOIN inventories inv ON (inv.rp, inv.rc) = (a.rp, a.rc)
         WHERE a.resource_provider_id IN (:ids)
-        GROUP BY a.resource_provider_id, a.resource_class_id,
+        GROUP BY a.resource_provider_id, a.resource_class_id, rc.name,
                  inv.total, inv.reserved, inv.allocation_ratio
     """
-    a, inv = allocations, inventories
+    a, inv, rc = allocations, inventories, resource_classes
     keys = (
         a.c.resource_provider_id,
         a.c.resource_class_id,
+        rc.c.name,
         inv.c.total,
         inv.c.reserved,
         inv.c.allocation_ratio,
@@ -173,6 +176,7 @@ def pair_usage_select(provider_ids: Sequence[int]) -> sa.Select:
     return (
         sa.select(*keys, sa.func.sum(a.c.used).label("used"))
         .select_from(a)
+        .join(rc, rc.c.id == a.c.resource_class_id)
         .outerjoin(
             inv,
             sa.and_(
@@ -246,8 +250,7 @@ def _reshape_on(
                 raise
             raise CapacityExceeded(CAPACITY_EXCEEDED, error.detail, token=error.token) from error
     uuids = {rp_id: uuid for uuid, (rp_id, _) in ids.items()}
-    names_by_id = {rc_id: name for name, rc_id in rc_ids.items()}
-    _check_final(before, _pair_usages(conn, touched), uuids, names_by_id)
+    _check_final(before, _pair_usages(conn, touched), uuids)
 
 
 def _resolve_providers(
@@ -288,7 +291,7 @@ def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
             )
             capacity = inv.capacity
         pairs[(row.resource_provider_id, row.resource_class_id)] = _PairUsage(
-            int(row.used), capacity
+            row.name, int(row.used), capacity
         )
     return pairs
 
@@ -332,12 +335,10 @@ def _write_inventories(
         conn.execute(inv.insert(), insert)
 
 
-def _check_final(
-    before: _Pairs, after: _Pairs, uuids: Mapping[int, str], rc_names: Mapping[int, str]
-) -> None:
+def _check_final(before: _Pairs, after: _Pairs, uuids: Mapping[int, str]) -> None:
     """The final state: no allocation without inventory; no overage larger than before."""
     for (rp_id, rc_id), pair in sorted(after.items()):
-        rc = rc_names.get(rc_id, str(rc_id))
+        rc = pair.resource_class
         where = f"{rc} on provider {uuids.get(rp_id, rp_id)}"
         if pair.capacity is None:
             raise InUse(

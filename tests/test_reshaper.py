@@ -33,8 +33,8 @@ from rpquery.errors import (
 )
 from rpquery.models import ConsumerAllocations, Inventory
 from rpquery.reshaper import ProviderInventories
-from rpquery.tables import metadata
-from tests.factories import allocate, new_uuid, provider
+from rpquery.tables import metadata, resource_providers
+from tests.factories import Ref, allocate, new_uuid, provider
 
 PROJECT, USER = "proj", "user-1"
 
@@ -67,6 +67,14 @@ def build(db: Database) -> Cloud:
             if disk:
                 allocate(conn, ids[name], root, "DISK_GB", disk, **kw)
     return Cloud(root.uuid, numa0.uuid, numa1.uuid, ids)
+
+
+def provider_ref(conn: sa.Connection, rp_uuid: str) -> Ref:
+    rp = resource_providers
+    row = conn.execute(
+        sa.select(rp.c.id, rp.c.name, rp.c.root_provider_id).where(rp.c.uuid == rp_uuid)
+    ).one()
+    return Ref(row.id, rp_uuid, row.name, row.root_provider_id)
 
 
 def numa_split(
@@ -156,6 +164,24 @@ def test_final_capacity_checked_for_consumers_not_in_the_batch(db: Database) -> 
     invs, allocs = numa_split(cloud)
     invs[cloud.root] = ProviderInventories(0, {"DISK_GB": Inventory(25)})
     _refused(db, cloud, invs, allocs, CapacityExceeded, "rpquery.reshape.capacity_exceeded")
+
+
+def test_existing_overage_may_stay_but_not_grow(db: Database) -> None:
+    """A root already over its DISK_GB capacity (510 of 500, written behind Placement's
+    back) can still be reshaped if the overage does not grow; shrinking it further is
+    refused."""
+    cloud = build(db)
+    with db.begin() as conn:
+        root = provider_ref(conn, cloud.root)
+        allocate(conn, new_uuid(), root, "DISK_GB", 480, project=PROJECT, user=USER)
+    invs, allocs = numa_split(cloud)
+    shrunk = {**invs, cloud.root: ProviderInventories(0, {"DISK_GB": Inventory(495)})}
+    err = _refused(
+        db, cloud, shrunk, allocs, CapacityExceeded, "rpquery.reshape.capacity_exceeded"
+    )
+    assert err.token == "DISK_GB"
+    reshaper.reshape(db, invs, allocs)
+    assert usages.provider_usages(db, cloud.root) == {"DISK_GB": 510}
 
 
 def test_stale_generation_on_last_provider_refused(db: Database) -> None:
