@@ -306,3 +306,23 @@ def test_builders_compile_on_every_dialect(dialect: str) -> None:
     # the recursive CTE sits inside the UPDATE's WHERE, in a derived table
     assert compiled["subtree"].startswith("UPDATE")
     assert "WITH RECURSIVE" in compiled["subtree"]
+
+
+def test_docs_example_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example in docs/writes.md runs as written (on an embedded SQLite file)."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "writes.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S)
+    assert code is not None
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(code.group(1), "docs/writes.md", "exec"), namespace)  # noqa: S102
+    db = namespace["db"]
+    try:
+        assert alloc_api.get_allocations(db, "30328d13-e299-4a93-a102-61e4ccabe474") == {
+            namespace["cn"].uuid: {"VCPU": 2, "MEMORY_MB": 512}
+        }
+    finally:
+        db.dispose()
