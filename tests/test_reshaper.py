@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from rpquery import reshaper, usages
 from rpquery.allocations import replace_allocations
@@ -344,3 +345,14 @@ def test_racing_allocation_write_wins_before_or_fails_after(
         assert outcome["reshape"] is None
     else:
         assert outcome["claim"] is None
+
+
+@pytest.mark.parametrize("dialect", [sqlite.dialect(), postgresql.dialect(), mysql.dialect()])
+def test_builders_compile_without_a_database(dialect: sa.Dialect) -> None:
+    """Every non-aggregate column of the usage check is grouped (valid on PostgreSQL)."""
+    sql = str(reshaper.pair_usage_select([1, 2]).compile(dialect=dialect))
+    grouped = sql.split("GROUP BY", 1)[1]
+    for col in ("resource_provider_id", "resource_class_id", "name", "total", "reserved"):
+        assert col in grouped
+    assert "allocation_ratio" in grouped
+    assert "IN" in str(reshaper.providers_select(["u"], ["c"]).compile(dialect=dialect))
