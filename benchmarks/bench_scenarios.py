@@ -83,11 +83,10 @@ def _base(ctx: Context, sc: Scenario) -> dict[str, Any]:
     return {"backend": ctx.backend, "hosts": ctx.cloud.hosts, "scenario": sc.name}
 
 
-def _time_it(benchmark: Any, prepared: Prepared) -> dict[str, Any]:
-    started = time.perf_counter()
-    prepared.run()  # warm-up, also sizes the number of rounds
-    once = max(time.perf_counter() - started, 1e-6)
-    rounds = int(min(SCALE.max_rounds, max(SCALE.min_rounds, SCALE.seconds_per_scenario / once)))
+def _time_it(benchmark: Any, prepared: Prepared, once: float) -> dict[str, Any]:
+    """Time ``rounds`` runs; ``once`` (the first, counted run) sizes ``rounds``."""
+    budget = SCALE.seconds_per_scenario / max(once, 1e-6)
+    rounds = int(min(SCALE.max_rounds, max(SCALE.min_rounds, budget)))
     benchmark.pedantic(prepared.run, rounds=rounds, iterations=1)
     data = sorted(benchmark.stats.stats.data)
     p95 = data[min(len(data) - 1, int(round(0.95 * (len(data) - 1))))]
@@ -104,33 +103,27 @@ def _measure(benchmark: Any, ctx: Context, sc: Scenario) -> None:
     record = _base(ctx, sc)
     missing = sc.missing()
     if missing:
-        _append(
-            "results", {**record, "status": "not available", "reason": f"{missing} has not landed"}
-        )
-        pytest.skip(f"{sc.name}: {missing} has not landed")
+        reason = f"{missing} has not landed"
+        _append("results", {**record, "status": "not available", "reason": reason})
+        pytest.skip(f"{sc.name}: {reason}")
     try:
         prepared = sc.build(ctx)
+        started = time.perf_counter()
         with ctx.db.count_statements() as counter:
-            rows = prepared.run()
+            rows, selects = explain.capture(ctx.db, prepared.run)
+        once = time.perf_counter() - started
         record.update(rows=rows, statements=counter.count, ops=prepared.ops)
         if prepared.explain:
-            plans = explain.explain_all(ctx.db, explain.capture(ctx.db, prepared.run))
+            plans = explain.explain_all(ctx.db, selects)
             record["plans"] = [
                 {"sql": p.sql, "plan": p.text, "flags": [f.__dict__ for f in p.flags]}
                 for p in plans
             ]
-        record.update(_time_it(benchmark, prepared))
+        record.update(_time_it(benchmark, prepared, once))
         benchmark.extra_info.update({k: record[k] for k in ("rows", "statements", "p95_ms")})
     except Exception as error:
-        _append(
-            "results",
-            {
-                **record,
-                "status": "failed",
-                "reason": repr(error),
-                "traceback": traceback.format_exc(limit=6),
-            },
-        )
+        failed = {"status": "failed", "reason": repr(error)}
+        _append("results", {**record, **failed, "traceback": traceback.format_exc(limit=6)})
         raise
     _append("results", {**record, "status": "ok"})
 

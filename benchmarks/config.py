@@ -45,7 +45,7 @@ class Scale:
 
 
 SCALES = {
-    "tiny": Scale("tiny", (30,), 0.2, 3, min_rounds=2),
+    "tiny": Scale("tiny", (20,), 0.0, 1, min_rounds=1),
     "small": Scale("small", (200, 1000), 1.0, 20),
     "medium": Scale("medium", (1000, 5000), 2.0, 30),
     "large": Scale("large", (1000, 10_000, 100_000), 3.0, 30),

@@ -67,8 +67,8 @@ class Plan:
     flags: tuple[ScanFlag, ...]
 
 
-def capture(db: Database, run: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """Run once and return the ``(sql, params)`` of every SELECT it sent."""
+def capture(db: Database, run: Callable[[], int]) -> tuple[int, list[tuple[str, Any]]]:
+    """Run once; return its result and the ``(sql, params)`` of every SELECT it sent."""
     seen: list[tuple[str, Any]] = []
 
     def tracer(sql: str, params: Any) -> None:
@@ -77,10 +77,10 @@ def capture(db: Database, run: Callable[[], Any]) -> list[tuple[str, Any]]:
 
     db.add_tracer(tracer)
     try:
-        run()
+        result = run()
     finally:
         db.remove_tracer(tracer)
-    return seen
+    return result, seen
 
 
 def explain_all(db: Database, statements: list[tuple[str, Any]]) -> list[Plan]:
@@ -94,9 +94,21 @@ def explain_all(db: Database, statements: list[tuple[str, Any]]) -> list[Plan]:
             text = _plan_text(name, rows)
             names = aliases(sql)
             scans = _scans(name, text, names)
-            flags = tuple(ScanFlag(t, d, suggest_index(t, sql)) for t, d in scans)
+            unique = dict.fromkeys((t, _short(d)) for t, d in scans)
+            flags = tuple(ScanFlag(t, d, suggest_index(t, sql)) for t, d in unique)
             plans.append(Plan(sql, text, flags))
     return plans
+
+
+def _short(detail: str) -> str:
+    """``->  Seq Scan on inventories inv  (cost=...) (actual ... rows=131 loops=1)`` →
+    ``Seq Scan on inventories inv (rows=131)``."""
+    detail = detail.lstrip("-> ").strip()
+    m = re.match(r"(.*?)\s+\(cost=.*?(?:actual [^)]*?rows=(\d+))?", detail)
+    if m:
+        rows = re.search(r"actual [^)]*?rows=(\d+)", detail)
+        return f"{m.group(1)} (rows={rows.group(1)})" if rows else m.group(1)
+    return detail
 
 
 def _plan_text(dialect: str, rows: list[Any]) -> str:

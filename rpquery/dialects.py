@@ -214,3 +214,18 @@ def sync_id_sequence(conn: Connection, table: Table) -> None:
     seq = func.pg_get_serial_sequence(table.name, "id")
     top = select(func.max(table.c.id)).scalar_subquery()
     conn.execute(select(func.setval(seq, func.coalesce(top, 1), top.is_not(None))))
+
+
+def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
+    """Refresh the planner's statistics after a bulk load, as an operator would:
+    ``ANALYZE t`` on PostgreSQL, ``ANALYZE TABLE t, ...`` on MySQL/MariaDB, ``ANALYZE``
+    on SQLite. Without it PostgreSQL plans a freshly loaded table as if it were tiny."""
+    quote = conn.dialect.identifier_preparer.quote
+    names = [quote(t.name) for t in tables]
+    if conn.dialect.name == "postgresql":
+        for name in names:
+            conn.exec_driver_sql(f"ANALYZE {name}")
+    elif conn.dialect.name in ("mysql", "mariadb"):
+        conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(names)}").all()
+    else:
+        conn.exec_driver_sql("ANALYZE")

@@ -1,8 +1,8 @@
 """Seeded, parametrised test clouds, bulk-loaded into a Placement-compatible database.
 
 Benchmarks, tests and ``rpquery load`` need realistic clouds of a chosen size: flat
-compute nodes; nested hosts (NUMA children carrying VCPU/MEMORY_MB, SR-IOV PF children
-carrying SRIOV_NET_VF); sharing storage providers (DISK_GB +
+compute nodes; nested hosts (NUMA children carrying VCPU/MEMORY_MB, each NUMA node with
+an SR-IOV PF child carrying SRIOV_NET_VF); sharing storage providers (DISK_GB +
 ``MISC_SHARES_VIA_AGGREGATE``) shared with the hosts of their aggregate; standard and
 custom traits; and existing allocations from INSTANCE, MIGRATION and untyped consumers
 of several projects and users, filling each host to about ``fill`` of its memory.
@@ -12,7 +12,7 @@ two databases loaded from one spec can be compared answer for answer.
 
 Loading is set-based: ids are computed up front, every table is written with
 executemany of a Core insert (PostgreSQL: ``COPY``) in chunks, never one statement
-per row, all in one transaction.
+per row, all in one transaction; planner statistics are refreshed afterwards.
 
 >>> from rpquery.db import Database
 >>> db = Database("sqlite://")
@@ -57,6 +57,16 @@ from rpquery.tables import (
 Progress = Callable[[str, int, int], None]
 
 CHUNK = 10_000
+#: Tables whose planner statistics are refreshed after a load.
+BULK_TABLES = (
+    resource_providers,
+    inventories,
+    allocations,
+    consumers,
+    resource_provider_traits,
+    resource_provider_aggregates,
+    placement_aggregates,
+)
 CONSUMER_TYPES = ("INSTANCE", "MIGRATION")
 CUSTOM_TRAITS = ("CUSTOM_GPU", "CUSTOM_LICENSED_WINDOWS", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
 RACKS = 8
@@ -449,6 +459,8 @@ def load_cloud(db: Database, spec: CloudSpec, *, progress: Progress | None = Non
             allocations,
         ):
             dialects.sync_id_sequence(conn, table)
+    with db.begin() as conn:
+        dialects.refresh_statistics(conn, BULK_TABLES)
     uuid_of = {p[0]: p[1] for p in plan.providers}
     step = max(1, len(plan.hosts) // 10)
     return CloudSummary(

@@ -1,0 +1,135 @@
+"""The benchmark harness runs end to end at the tiny scale, so it cannot rot.
+
+No timing is asserted: only that every scenario ran (or is reported as not available),
+that statements, rows and plans were recorded, and that the report, plots and baseline
+comparison were written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import explain, report
+from benchmarks.config import RunConfig
+from benchmarks.scenarios import REGISTRY, Scenario
+from tests.conftest import IN_CI, selected_backends
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _backends_and_env(servers: dict) -> tuple[list[str], dict[str, str]]:  # type: ignore[type-arg]
+    """The selected backends that are up, with their admin URLs in the bench's env vars;
+    a missing server fails under CI like every database test."""
+    env = dict(os.environ)
+    backends = []
+    for backend in selected_backends():
+        if backend != "sqlite":
+            server = servers[backend]
+            if server.admin_url is None:
+                if IN_CI:
+                    pytest.fail(f"BACKEND MISSING — {server.reason}", pytrace=False)
+                continue
+            url = server.admin_url.render_as_string(hide_password=False)
+            env[f"RPQUERY_BENCH_{backend.upper()}_URL"] = url
+        backends.append(backend)
+    return backends, env
+
+
+def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # One run for all backends: the harness's start-up cost is paid once.
+    backends, env = _backends_and_env(servers)
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.run",
+            "--scale",
+            "tiny",
+            "--backends",
+            ",".join(backends),
+            "--out",
+            str(out),
+            "--no-autosave",
+            "--baseline",
+            str(tmp_path / "none.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    data = json.loads((out / "results.json").read_text())
+    assert [(r["backend"], r["hosts"]) for r in data["loads"]] == [(b, 20) for b in backends]
+    assert all(r["allocations"] > 0 for r in data["loads"])
+    for backend in backends:
+        by_name = {r["scenario"]: r for r in data["results"] if r["backend"] == backend}
+        assert set(by_name) == set(REGISTRY)
+        for name, r in by_name.items():
+            assert r["status"] in ("ok", "not available"), (backend, name, r.get("reason"))
+            if r["status"] == "ok":
+                assert r["median_ms"] > 0 and r["p95_ms"] >= r["median_ms"]
+                assert r["statements"] >= 1 and r["rows"] >= 0
+                if not REGISTRY[name].writes:
+                    assert r["plans"], (backend, name)
+        assert (out / f"latency-{backend}.png").read_bytes()[:4] == b"\x89PNG"
+    md = (out / "report.md").read_text()
+    assert "## Latency" in md and "## EXPLAIN" in md
+    assert all(name in md for name in REGISTRY)
+
+    # Comparing the run with itself shows a 0 % change for every timed scenario.
+    config = RunConfig.load(out / "config.json")
+    report.build(out, config, {}, out / "results.json")
+    again = json.loads((out / "results.json").read_text())["results"]
+    assert all(r["change_pct"] == 0.0 for r in again if r["status"] == "ok")
+
+
+def test_a_scenario_whose_module_has_not_landed_is_not_available() -> None:
+    missing = Scenario("incl_future", ("rpquery.not_yet_written:run",), lambda ctx: None, "")  # type: ignore[arg-type,return-value]
+    assert missing.missing() == "rpquery.not_yet_written"
+    no_attr = Scenario("incl_future2", ("rpquery.db:not_a_function",), lambda ctx: None, "")  # type: ignore[arg-type,return-value]
+    assert no_attr.missing() == "rpquery.db:not_a_function"
+    assert REGISTRY["usages_by_consumer_type"].missing() is None
+
+
+def test_full_scans_are_flagged_per_dialect_with_the_index_that_would_serve() -> None:
+    sql = (
+        "SELECT 1 FROM allocations AS a JOIN inventories AS inv "
+        "ON inv.resource_provider_id = a.resource_provider_id "
+        "WHERE a.resource_provider_id = ? AND a.resource_class_id = ? AND a.used > 0"
+    )
+    names = explain.aliases(sql)
+    assert names["a"] == "allocations" and names["inv"] == "inventories"
+    assert explain.sqlite_scans(
+        "SCAN a\nSEARCH inv USING INDEX x (resource_provider_id=?)", names
+    ) == [("allocations", "SCAN a")]
+    pg = (
+        "Nested Loop\n  ->  Seq Scan on allocations a  (cost=0.00..1.00 rows=1 width=4)\n"
+        "  ->  Index Scan using x on inventories inv"
+    )
+    assert [t for t, _ in explain.postgresql_scans(pg, names)] == ["allocations"]
+    maria = json.dumps(
+        {
+            "query_block": {
+                "nested_loop": [
+                    {"table": {"table_name": "inv", "access_type": "ALL", "r_rows": 9}},
+                    {"table": {"table_name": "a", "access_type": "ref"}},
+                ]
+            }
+        }
+    )
+    assert [t for t, _ in explain.mariadb_scans(maria, names)] == ["inventories"]
+    hint = explain.suggest_index("allocations", sql)
+    assert hint.startswith("allocations_resource_provider_class_used_idx")
+    assert explain.suggest_index("inventories", sql).startswith(
+        "uniq_inventories0resource_provider_resource_class"
+    )
