@@ -71,7 +71,7 @@ def _run(
     exclude: list[int] = []
     for batch_limit in _batches(req.limit if push_limit else None):
         roots = select_roots(conn, req, names, policies, batch_limit, exclude)
-        loaded = load_groups(conn, req, names, roots.scope, roots.ids)
+        loaded = load_groups(conn, req, names, roots)
         _collect(loaded, req, found, seen, stop=req.limit if push_limit else None)
         exclude.extend(loaded.anchors if roots.ids is not None else ())
         if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:

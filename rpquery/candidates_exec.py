@@ -7,13 +7,15 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ColumnElement, Executable
+from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
 from rpquery import candidates_sql as q
 from rpquery import dialects
@@ -23,6 +25,19 @@ from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.request import CandidatesRequest, RequestGroup
 from rpquery.tables import resource_providers
+
+NAMES = q.names_stmt(q.ids_param("rc_names"), q.ids_param("trait_names"))
+ROOT_IDS = q.ids_param("root_ids")
+SHARING_IDS = q.ids_param("sharing_ids")
+EXCLUDE_IDS = q.ids_param("exclude_ids")
+SUMMARY = q.summary_stmt(q.ids_param("provider_ids"))
+SUMMARY_TRAITS = q.summary_traits_stmt(q.ids_param("provider_ids"))
+
+NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+
+
+def names_key(names: q.Names) -> NamesKey:
+    return tuple(sorted(names.rc_ids.items())), tuple(sorted(names.trait_ids.items()))
 
 
 def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
@@ -34,7 +49,8 @@ def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
     must_exist = req.required_trait_names()
     rc_ids: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
-    for kind, name, ident in conn.execute(q.names_stmt(sorted(rcs), sorted(trs))):
+    params = {"rc_names": sorted(rcs), "trait_names": sorted({*trs, q.SHARING_TRAIT})}
+    for kind, name, ident in conn.execute(NAMES, params):
         (rc_ids if kind == "rc" else trait_ids)[name] = int(ident)
     for wanted, found, code, what in (
         (rcs, rc_ids, "rpquery.resource_class.not_found", "resource class"),
@@ -49,22 +65,23 @@ def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
 @dataclass(frozen=True)
 class Roots:
     """Anchor roots of one batch: ``ids`` fetched (``None``: every root), ``scope`` the
-    restriction passed to the other statements, ``exhausted`` when no more exist."""
+    restriction the other statements use, ``params`` to bind, ``exhausted`` when no
+    more roots exist."""
 
     ids: list[int] | None
     scope: q.RootScope
+    params: dict[str, Any]
     exhausted: bool
 
 
 def _roots_query(
     req: CandidatesRequest,
     names: q.Names,
-    policies: Sequence[HostPolicy],
+    policy_clauses: Sequence[ColumnElement[bool]],
+    root: FromClause,
     batch_limit: int | None,
-    exclude: Sequence[int],
+    exclude: bool,
 ) -> sa.Select | None:
-    root = resource_providers.alias("root")
-    policy_clauses = [c for c in (p.where(root.c.id) for p in policies) if c is not None]
     serve: list[ColumnElement[bool]] = []
     if batch_limit is not None:
         serve = [
@@ -82,9 +99,34 @@ def _roots_query(
         serve,
         limit=batch_limit,
         randomize=req.randomize,
-        exclude=exclude,
+        exclude=EXCLUDE_IDS if exclude else (),
         root=root,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_roots(
+    req: CandidatesRequest, key: NamesKey, batch_limit: int | None, exclude: bool
+) -> sa.Select | None:
+    names = q.Names(dict(key[0]), dict(key[1]))
+    root = resource_providers.alias("root")
+    return _roots_query(req, names, (), root, batch_limit, exclude)
+
+
+def roots_query(
+    req: CandidatesRequest,
+    names: q.Names,
+    policies: Sequence[HostPolicy],
+    batch_limit: int | None,
+    exclude: bool,
+) -> sa.Select | None:
+    """The anchor-roots statement (built once per request shape unless a policy adds
+    clauses), or ``None`` when nothing restricts the roots."""
+    root = resource_providers.alias("root")
+    policy_clauses = [c for c in (p.where(root.c.id) for p in policies) if c is not None]
+    if policy_clauses:
+        return _roots_query(req, names, policy_clauses, root, batch_limit, exclude)
+    return _cached_roots(req, names_key(names), batch_limit, exclude)
 
 
 def select_roots(
@@ -96,13 +138,14 @@ def select_roots(
     exclude: Sequence[int],
 ) -> Roots:
     """Run the anchor-roots statement (or skip it when nothing restricts the roots)."""
-    stmt = _roots_query(req, names, policies, batch_limit, exclude)
+    stmt = roots_query(req, names, policies, batch_limit, bool(exclude))
+    params: dict[str, Any] = {"exclude_ids": list(exclude)} if exclude else {}
     if stmt is None:
-        return Roots(None, None, True)
-    ids = [int(r) for r in conn.execute(stmt).scalars()]
+        return Roots(None, None, {}, True)
+    ids = [int(r) for r in conn.execute(stmt, params).scalars()]
     if batch_limit is not None:
-        return Roots(ids, ids, len(ids) < batch_limit)
-    return Roots(ids, stmt, True)
+        return Roots(ids, ROOT_IDS, {"root_ids": ids}, len(ids) < batch_limit)
+    return Roots(ids, stmt, params, True)
 
 
 @dataclass(frozen=True)
@@ -125,10 +168,10 @@ class _Collector:
         self.shared_with = shared_with
         self.local_roots: set[int] = set()
 
-    def offers(self, conn: Connection, stmt: sa.Select, n_flags: int) -> dict[int, list[int]]:
-        """Run one group statement: class id → provider ids with room for the amount."""
+    def offers(self, rows: Any, n_flags: int) -> dict[int, list[int]]:
+        """Rows of one group statement: class id → provider ids with room for the amount."""
         by_rc: dict[int, list[int]] = defaultdict(list)
-        for row in conn.execute(stmt):
+        for row in rows:
             rp, root, rc = int(row[0]), int(row[1]), int(row[2])
             self.inventory[(rp, rc)] = Inventory(
                 float(row[3]), dialects.to_int(row[4]), int(row[5])
@@ -151,32 +194,69 @@ class _Collector:
         return {root: sorted(rps) for root, rps in out.items()}
 
 
-def _sharing(
-    conn: Connection, names: q.Names, rc_ids: list[int], scope: q.RootScope
-) -> dict[int, set[int]]:
+ScopeToken = str | sa.Select | None
+
+
+def _scope(token: ScopeToken) -> q.RootScope:
+    return ROOT_IDS if token == "ids" else token  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=512)
+def _stmt(
+    kind: str,
+    group: RequestGroup | None,
+    key: NamesKey,
+    token: ScopeToken,
+    rc_ids: tuple[int, ...],
+) -> sa.Select:
+    """Group, sharing and tree-shape statements, built once per request shape; the
+    batch's roots and sharing providers are bound at execution."""
+    names = q.Names(dict(key[0]), dict(key[1]))
+    scope = _scope(token)
+    if kind == "sharing":
+        return q.sharing_stmt(names, rc_ids, scope)
+    if kind == "shape":
+        return q.tree_shape_stmt(scope)
+    assert group is not None
+    if kind == "resourceless":
+        return q.resourceless_stmt(group, names, scope)
+    return q.group_rows_stmt(group, names, scope, SHARING_IDS if scope is not None else ())
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Connection, names and the batch's scope: enough to fetch cached statements."""
+
+    conn: Connection
+    names: q.Names
+    key: NamesKey
+    token: ScopeToken
+    params: dict[str, Any]
+
+    def execute(
+        self, kind: str, group: RequestGroup | None = None, rc_ids: tuple[int, ...] = ()
+    ) -> Any:
+        stmt = _stmt(kind, group, self.key, self.token, rc_ids)
+        return self.conn.execute(stmt, self.params)
+
+
+def _sharing(run: _Run, rc_ids: list[int]) -> dict[int, set[int]]:
     shared_with: dict[int, set[int]] = defaultdict(set)
-    if names.sharing_trait is None:
+    if run.names.sharing_trait is None:
         return shared_with
-    for sharing_id, root in conn.execute(q.sharing_stmt(names, rc_ids, scope)):
+    for sharing_id, root in run.execute("sharing", None, tuple(rc_ids)):
         shared_with[int(root)].add(int(sharing_id))
     return shared_with
 
 
-def _group_slots(
-    conn: Connection,
-    g: RequestGroup,
-    names: q.Names,
-    col: _Collector,
-    scope: q.RootScope,
-    sharing_ids: list[int],
-) -> list[Slot]:
+def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
+    names = run.names
     if not g.resources:
-        stmt = q.resourceless_stmt(g, names, scope)
-        rows = [(int(rp), int(root)) for rp, root in conn.execute(stmt)]
+        rows = [(int(rp), int(root)) for rp, root in run.execute("resourceless", g)]
         col.root_of.update(rows)
         return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}, True))]
     n_flags = 0 if g.is_granular else len(g.required)
-    by_rc = col.offers(conn, q.group_rows_stmt(g, names, scope, sharing_ids), n_flags)
+    by_rc = col.offers(run.execute("group", g), n_flags)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
     if g.is_granular:
         ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
@@ -186,25 +266,21 @@ def _group_slots(
     ]
 
 
-def load_groups(
-    conn: Connection,
-    req: CandidatesRequest,
-    names: q.Names,
-    scope: q.RootScope,
-    root_ids: list[int] | None,
-) -> Loaded:
+def load_groups(conn: Connection, req: CandidatesRequest, names: q.Names, roots: Roots) -> Loaded:
     """Sharing pairs, one statement per group, parent links if ``same_subtree``."""
+    token: ScopeToken = "ids" if roots.scope is ROOT_IDS else roots.scope  # type: ignore[assignment]
+    run = _Run(conn, names, names_key(names), token, dict(roots.params))
     rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
-    shared_with = _sharing(conn, names, rc_ids, scope)
-    sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
+    shared_with = _sharing(run, rc_ids)
+    run.params["sharing_ids"] = sorted(set().union(*shared_with.values())) if shared_with else []
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
-    slots = [s for g in order for s in _group_slots(conn, g, names, col, scope, sharing_ids)]
+    slots = [s for g in order for s in _group_slots(run, g, col)]
     parent_of: dict[int, int | None] = {}
     if req.same_subtree:
-        for rp, parent in conn.execute(q.tree_shape_stmt(scope)):
+        for rp, parent in run.execute("shape"):
             parent_of[int(rp)] = int(parent) if parent is not None else None
-    anchors = root_ids if root_ids is not None else sorted(col.local_roots | shared_with.keys())
+    anchors = roots.ids if roots.ids is not None else sorted(col.local_roots | shared_with.keys())
     unsuffixed = [g for g in req.groups if not g.is_granular]
     rules = SearchRules(
         isolate=req.group_policy == "isolate",
@@ -220,13 +296,13 @@ def fetch_summaries(
     conn: Connection, provider_ids: set[int]
 ) -> tuple[dict[str, ProviderSummary], dict[int, str]]:
     """Summaries of every provider in the trees of ``provider_ids`` (two statements)."""
-    ids = sorted(provider_ids)
+    params = {"provider_ids": sorted(provider_ids)}
     traits: dict[int, set[str]] = defaultdict(set)
-    for rp, name in conn.execute(q.summary_traits_stmt(ids)):
+    for rp, name in conn.execute(SUMMARY_TRAITS, params):
         traits[int(rp)].add(name)
     info: dict[int, tuple[str, str | None, str | None, str]] = {}
     resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
-    for row in conn.execute(q.summary_stmt(ids)):
+    for row in conn.execute(SUMMARY, params):
         rp = int(row.id)
         info[rp] = (row.uuid, row.name, row.parent_uuid, row.root_uuid)
         if row.rc_name is not None:
@@ -241,17 +317,16 @@ def fetch_summaries(
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
-    """The statements of a full (no ``limit``) answer, for ``explain``."""
-    roots = _roots_query(req, names, (), None, ()) if req.limit is None else None
-    if req.limit is not None:
-        roots = _roots_query(req, names, (), max(2 * req.limit, 20), ())
+    """The main statements of ``req`` (roots, sharing pairs, one per group), for
+    ``explain``; with ``limit`` the roots statement is the first batch's."""
+    batch = max(2 * req.limit, 20) if req.limit is not None else None
+    roots = roots_query(req, names, (), batch, False)
+    token: ScopeToken = "ids" if batch is not None else roots
+    key = names_key(names)
+    rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
     out: list[Executable] = [roots] if roots is not None else []
-    rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
     if names.sharing_trait is not None:
-        out.append(q.sharing_stmt(names, rc_ids, roots))
+        out.append(_stmt("sharing", None, key, token, rc_ids))
     for g in req.groups:
-        if g.resources:
-            out.append(q.group_rows_stmt(g, names, roots))
-        else:
-            out.append(q.resourceless_stmt(g, names, roots))
+        out.append(_stmt("group" if g.resources else "resourceless", g, key, token, ()))
     return out

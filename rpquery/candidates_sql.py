@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, FromClause, Select
+from sqlalchemy.sql.elements import BindParameter
 
 from rpquery import clauses, dialects
 from rpquery.request import RequestGroup
@@ -36,8 +38,19 @@ from rpquery.tables import (
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
-#: Roots given as fetched ids or as a subquery (``None``: every root).
-RootScope = Sequence[int] | Select | None
+#: Roots given as ids, an expanding bind parameter or a subquery (``None``: every root).
+RootScope = Sequence[int] | BindParameter[Any] | Select | None
+#: Ids given as a list or as an expanding bind parameter (so a statement can be reused).
+Ids = Sequence[int] | BindParameter[Any]
+
+
+def ids_param(name: str) -> BindParameter[Any]:
+    """An expanding ``IN`` parameter: ``x IN (__[POSTCOMPILE_name])``."""
+    return sa.bindparam(name, expanding=True)
+
+
+def _ids(values: Ids | Sequence[str]) -> Any:
+    return values if isinstance(values, BindParameter) else sorted(values)
 
 
 @dataclass(frozen=True)
@@ -56,13 +69,15 @@ class Names:
         return sorted(self.trait_ids[n] for n in names if n in self.trait_ids)
 
 
-def names_stmt(rc_names: Sequence[str], trait_names: Sequence[str]) -> Select:
+def names_stmt(
+    rc_names: Sequence[str] | BindParameter[Any], trait_names: Sequence[str] | BindParameter[Any]
+) -> Select:
     """``SELECT 'rc', name, id FROM resource_classes WHERE name IN (...)
     UNION ALL SELECT 't', name, id FROM traits WHERE name IN (...)``"""
     rcs = sa.select(sa.literal("rc").label("kind"), resource_classes.c.name, resource_classes.c.id)
-    rcs = rcs.where(resource_classes.c.name.in_(sorted(rc_names)))
+    rcs = rcs.where(resource_classes.c.name.in_(_ids(rc_names)))
     trs = sa.select(sa.literal("t").label("kind"), traits.c.name, traits.c.id)
-    trs = trs.where(traits.c.name.in_(sorted({*trait_names, SHARING_TRAIT})))
+    trs = trs.where(traits.c.name.in_(_ids(trait_names)))
     return sa.union_all(rcs, trs)  # type: ignore[return-value]
 
 
@@ -70,13 +85,19 @@ def names_stmt(rc_names: Sequence[str], trait_names: Sequence[str]) -> Select:
 
 
 def provider_filters(
-    group: RequestGroup, names: Names, rp: FromClause, *, with_required: bool
+    group: RequestGroup,
+    names: Names,
+    rp: FromClause,
+    *,
+    with_required: bool,
+    root_covers: bool = True,
 ) -> list[ColumnElement[bool]]:
     """Clauses every provider used by ``group`` must pass (``rp`` is a provider alias).
 
     Forbidden traits and aggregates are ``NOT EXISTS``; ``member_of`` is satisfied by
     the provider or its root. Required traits are per provider only for granular
     groups (``with_required``); the unsuffixed group checks them collectively.
+    ``root_covers=False`` (provider lists) matches ``member_of`` on the provider only.
     """
     out: list[ColumnElement[bool]] = []
     forbidden = names.traits(group.forbidden)
@@ -84,9 +105,8 @@ def provider_filters(
         out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
     if with_required:
         out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
-    out.extend(
-        clauses.in_aggregates(rp.c.id, aggs, rp.c.root_provider_id) for aggs in group.member_of
-    )
+    root = rp.c.root_provider_id if root_covers else None
+    out.extend(clauses.in_aggregates(rp.c.id, aggs, root) for aggs in group.member_of)
     if group.forbidden_aggs:
         out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, rp.c.root_provider_id))
     if group.in_tree is not None:
@@ -107,22 +127,20 @@ def _fits_one_of(group: RequestGroup, names: Names, inv: FromClause) -> ColumnEl
     )
 
 
-def _scope(
-    rp: FromClause, roots: RootScope, sharing_ids: Sequence[int]
-) -> list[ColumnElement[bool]]:
+def _scope(rp: FromClause, roots: RootScope, sharing_ids: Ids) -> list[ColumnElement[bool]]:
     if roots is None:
         return []
-    local = rp.c.root_provider_id.in_(roots)
-    if not sharing_ids:
+    local = rp.c.root_provider_id.in_(_ids(roots) if not isinstance(roots, Select) else roots)
+    if not isinstance(sharing_ids, BindParameter) and not sharing_ids:
         return [local]
-    return [sa.or_(local, rp.c.id.in_(sorted(sharing_ids)))]
+    return [sa.or_(local, rp.c.id.in_(_ids(sharing_ids)))]
 
 
 # ------------------------------------------------------------------ statements
 
 
 def group_rows_stmt(
-    group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Sequence[int] = ()
+    group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Ids = ()
 ) -> Select:
     """One row per (provider, requested class) that can serve ``group``'s amount.
 
@@ -207,7 +225,7 @@ def sharing_stmt(names: Names, rc_ids: Sequence[int], roots: RootScope = None) -
         )
     )
     if roots is not None:
-        stmt = stmt.where(tp.c.root_provider_id.in_(roots))
+        stmt = stmt.where(*_scope(tp, roots, ()))
     return stmt
 
 
@@ -249,7 +267,7 @@ def roots_stmt(
     *,
     limit: int | None = None,
     randomize: bool = False,
-    exclude: Sequence[int] = (),
+    exclude: Ids = (),
     root: FromClause | None = None,
 ) -> Select:
     """Anchor roots: ``SELECT root.id FROM resource_providers root
@@ -262,8 +280,8 @@ def roots_stmt(
     if root_forbidden:
         stmt = stmt.where(clauses.lacks_any_trait(root.c.id, root_forbidden))
     stmt = stmt.where(*policy_clauses, *serve_clauses)
-    if exclude:
-        stmt = stmt.where(root.c.id.not_in(sorted(exclude)))
+    if isinstance(exclude, BindParameter) or exclude:
+        stmt = stmt.where(root.c.id.not_in(_ids(exclude)))
     if limit is not None:
         order = dialects.random_order() if randomize else root.c.id
         stmt = stmt.order_by(order).limit(limit)
@@ -275,19 +293,17 @@ def tree_shape_stmt(roots: RootScope = None) -> Select:
     (:roots)`` — the parent links ``same_subtree`` needs."""
     rp = resource_providers.alias("rp")
     stmt = sa.select(rp.c.id, rp.c.parent_provider_id)
-    if roots is not None:
-        stmt = stmt.where(rp.c.root_provider_id.in_(roots))
-    return stmt
+    return stmt.where(*_scope(rp, roots, ()))
 
 
-def _trees_of(rp: FromClause, provider_ids: Sequence[int]) -> ColumnElement[bool]:
+def _trees_of(rp: FromClause, provider_ids: Ids) -> ColumnElement[bool]:
     some = resource_providers.alias("some")
     return rp.c.root_provider_id.in_(
-        sa.select(some.c.root_provider_id).where(some.c.id.in_(sorted(provider_ids)))
+        sa.select(some.c.root_provider_id).where(some.c.id.in_(_ids(provider_ids)))
     )
 
 
-def summary_stmt(provider_ids: Sequence[int]) -> Select:
+def summary_stmt(provider_ids: Ids) -> Select:
     """Every provider of the trees of ``provider_ids`` (the anchors and the providers
     used by the returned candidates) with each inventory's capacity and usage.
 
@@ -325,7 +341,7 @@ def summary_stmt(provider_ids: Sequence[int]) -> Select:
     )
 
 
-def summary_traits_stmt(provider_ids: Sequence[int]) -> Select:
+def summary_traits_stmt(provider_ids: Ids) -> Select:
     """``SELECT rpt.resource_provider_id, t.name FROM resource_provider_traits rpt
     JOIN traits t ... JOIN resource_providers rp ... WHERE <rp in the trees of :ids>``"""
     rp = resource_providers.alias("rp")

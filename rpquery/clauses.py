@@ -7,10 +7,11 @@ and stop at the first matching index entry.
 
 >>> from sqlalchemy.dialects import sqlite
 >>> rp = resource_providers.alias("rp")
->>> print(lacks_any_trait(rp.c.id, [7]).compile(dialect=sqlite.dialect()))
-NOT (EXISTS (SELECT 1
-FROM resource_provider_traits AS rpt
-WHERE rpt.resource_provider_id = rp.id AND rpt.trait_id IN (__[POSTCOMPILE_trait_id_1])))
+>>> stmt = sa.select(rp.c.id).where(lacks_any_trait(rp.c.id, [7]))
+>>> print(" ".join(str(stmt.compile(dialect=sqlite.dialect())).split()))
+SELECT rp.id FROM resource_providers AS rp WHERE NOT (EXISTS (SELECT 1 FROM \
+resource_provider_traits AS rpt WHERE rpt.resource_provider_id = rp.id AND rpt.trait_id \
+IN (__[POSTCOMPILE_trait_id_1])))
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from rpquery.tables import (
 )
 
 Col = ColumnElement[int]
+
+
+def _exists(*where: ColumnElement[bool]) -> ColumnElement[bool]:
+    """``EXISTS (SELECT 1 FROM ... WHERE <where>)``."""
+    return sa.select(sa.literal_column("1")).where(*where).exists()
 
 
 def usage_subquery(rp_id: Col, rc_id: Col) -> ColumnElement[int]:
@@ -84,9 +90,7 @@ def has_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[bool]
     """``EXISTS (SELECT 1 FROM resource_provider_traits rpt
     WHERE rpt.resource_provider_id = :rp AND rpt.trait_id IN (:ids))``"""
     rpt = resource_provider_traits.alias("rpt")
-    return sa.exists().where(
-        rpt.c.resource_provider_id == rp_id, rpt.c.trait_id.in_(sorted(trait_ids))
-    )
+    return _exists(rpt.c.resource_provider_id == rp_id, rpt.c.trait_id.in_(sorted(trait_ids)))
 
 
 def lacks_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[bool]:
@@ -98,7 +102,7 @@ def lacks_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[boo
 def _agg_member(providers: list[Col], agg_uuids: Collection[str]) -> ColumnElement[bool]:
     rpa = resource_provider_aggregates.alias("rpa")
     pa = placement_aggregates.alias("pa")
-    return sa.exists().where(
+    return _exists(
         rpa.c.aggregate_id == pa.c.id,
         pa.c.uuid.in_(sorted(agg_uuids)),
         rpa.c.resource_provider_id.in_(providers),
@@ -143,7 +147,7 @@ def shares_with_tree(sharing_rp_id: Col, root_id: Col) -> ColumnElement[bool]:
     sa_ = resource_provider_aggregates.alias("sagg")
     ta = resource_provider_aggregates.alias("tagg")
     tp = resource_providers.alias("tp")
-    return sa.exists().where(
+    return _exists(
         sa_.c.resource_provider_id == sharing_rp_id,
         ta.c.aggregate_id == sa_.c.aggregate_id,
         tp.c.id == ta.c.resource_provider_id,
@@ -155,6 +159,6 @@ def has_inventory(rp_id: Col, rc_ids: Collection[int]) -> ColumnElement[bool]:
     """``EXISTS (SELECT 1 FROM inventories WHERE resource_provider_id = :rp
     AND resource_class_id IN (:rcs))``"""
     inv = inventories.alias("hinv")
-    return sa.exists().where(
+    return _exists(
         inv.c.resource_provider_id == rp_id, inv.c.resource_class_id.in_(sorted(rc_ids))
     )

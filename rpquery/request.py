@@ -73,6 +73,19 @@ class RequestGroup:
         object.__setattr__(self, "forbidden_aggs", frozenset(self.forbidden_aggs))
         _validate_group(self)
 
+    def __hash__(self) -> int:
+        return hash(
+            (
+                self.suffix,
+                tuple(sorted(self.resources.items())),
+                self.required,
+                self.forbidden,
+                self.member_of,
+                self.forbidden_aggs,
+                self.in_tree,
+            )
+        )
+
     @property
     def is_granular(self) -> bool:
         return bool(self.suffix)

@@ -1,0 +1,185 @@
+"""A deliberately simple brute-force allocation-candidate reference for property tests.
+
+It works on an in-memory cloud model (the same one the property test inserts with
+``tests.factories``), enumerates *every* assignment of providers to request slots for
+every root, and checks every rule of DESIGN §3 directly. No pruning, no SQL: slow and
+obviously right, so rpquery's pruned SQL search can be compared with it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from rpquery.request import CandidatesRequest, RequestGroup
+
+SHARING = "MISC_SHARES_VIA_AGGREGATE"
+
+
+@dataclass(frozen=True)
+class Inv:
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int = 100
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+
+    @property
+    def capacity(self) -> float:
+        return (self.total - self.reserved) * self.allocation_ratio
+
+
+@dataclass
+class Prov:
+    name: str
+    parent: str | None = None
+    inventory: dict[str, Inv] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)
+    traits: set[str] = field(default_factory=set)
+    aggs: set[str] = field(default_factory=set)
+    uuid: str = ""
+
+
+#: A candidate as comparable data: (allocations, mappings) with provider names.
+Key = tuple[
+    tuple[tuple[str, tuple[tuple[str, int], ...]], ...], tuple[tuple[str, tuple[str, ...]], ...]
+]
+
+
+class Cloud:
+    def __init__(self, providers: list[Prov]) -> None:
+        self.p = {x.name: x for x in providers}
+
+    def root(self, name: str) -> str:
+        while self.p[name].parent is not None:
+            name = self.p[name].parent  # type: ignore[assignment]
+        return name
+
+    def ancestors(self, name: str) -> list[str]:
+        out = [name]
+        while self.p[out[-1]].parent is not None:
+            out.append(self.p[out[-1]].parent)  # type: ignore[arg-type]
+        return out
+
+    def tree(self, root: str) -> list[str]:
+        return [n for n in self.p if self.root(n) == root]
+
+    def available(self, root: str) -> list[str]:
+        """The tree's providers plus every sharing provider sharing an aggregate with it."""
+        tree_aggs = set().union(*(self.p[n].aggs for n in self.tree(root)))
+        sharing = [n for n, x in self.p.items() if SHARING in x.traits and x.aggs & tree_aggs]
+        return sorted(set(self.tree(root)) | set(sharing))
+
+
+def _filters_ok(cloud: Cloud, g: RequestGroup, name: str, with_required: bool) -> bool:
+    x = cloud.p[name]
+    aggs = x.aggs | cloud.p[cloud.root(name)].aggs
+    if x.traits & g.forbidden or aggs & g.forbidden_aggs:
+        return False
+    if any(not (aggs & s) for s in g.member_of):
+        return False
+    if g.in_tree is not None:
+        tree_root = next((n for n, p in cloud.p.items() if p.uuid == g.in_tree), None)
+        if tree_root is None or cloud.root(name) != cloud.root(tree_root):
+            return False
+    return not with_required or all(x.traits & s for s in g.required)
+
+
+def _unit_ok(inv: Inv | None, amount: int) -> bool:
+    return (
+        inv is not None and inv.min_unit <= amount <= inv.max_unit and amount % inv.step_size == 0
+    )
+
+
+def _slots(req: CandidatesRequest) -> list[tuple[RequestGroup, str | None]]:
+    out: list[tuple[RequestGroup, str | None]] = []
+    for g in req.groups:
+        if g.suffix:
+            out.append((g, None))
+        else:
+            out.extend((g, rc) for rc in sorted(g.resources))
+    return out
+
+
+def _check(
+    cloud: Cloud, req: CandidatesRequest, slots: list, picks: tuple[str, ...]
+) -> Key | None:
+    allocs: dict[str, dict[str, int]] = {}
+    maps: dict[str, set[str]] = {}
+    for (g, rc), name in zip(slots, picks, strict=True):
+        wanted = {rc: g.resources[rc]} if rc else dict(g.resources)
+        for cls, amount in wanted.items():
+            if not _unit_ok(cloud.p[name].inventory.get(cls), amount):
+                return None
+            allocs.setdefault(name, {}).setdefault(cls, 0)
+            allocs[name][cls] += amount
+        if not _filters_ok(cloud, g, name, with_required=bool(g.suffix)):
+            return None
+        maps.setdefault(g.suffix, set()).add(name)
+    for name, res in allocs.items():
+        for cls, total in res.items():
+            inv = cloud.p[name].inventory[cls]
+            if cloud.p[name].used.get(cls, 0) + total > inv.capacity or total > inv.max_unit:
+                return None
+    if not _rules_ok(cloud, req, slots, picks, maps):
+        return None
+    return (
+        tuple(sorted((n, tuple(sorted(r.items()))) for n, r in allocs.items())),
+        tuple(sorted((s, tuple(sorted(ns))) for s, ns in maps.items())),
+    )
+
+
+def _rules_ok(
+    cloud: Cloud,
+    req: CandidatesRequest,
+    slots: list,
+    picks: tuple[str, ...],
+    maps: Mapping[str, set[str]],
+) -> bool:
+    unsuffixed = [g for g in req.groups if not g.suffix]
+    if unsuffixed and unsuffixed[0].required:
+        have = set().union(*(cloud.p[n].traits for n in maps.get("", set())))
+        if any(not (have & s) for s in unsuffixed[0].required):
+            return False
+    if req.group_policy == "isolate":
+        granular = [n for (g, _), n in zip(slots, picks, strict=True) if g.suffix and g.resources]
+        if len(granular) != len(set(granular)):
+            return False
+    for subtree in req.same_subtree:
+        chosen = {next(iter(maps[s])) for s in subtree}
+        if not any(all(top in cloud.ancestors(n) for n in chosen) for top in chosen):
+            return False
+    return True
+
+
+def reference_candidates(cloud: Cloud, req: CandidatesRequest) -> set[Key]:
+    """Every distinct candidate of ``req`` on ``cloud``, by brute force."""
+    out: set[Key] = set()
+    slots = _slots(req)
+    for root in (n for n, x in cloud.p.items() if x.parent is None):
+        rt = cloud.p[root].traits
+        if not req.root_required <= rt or rt & req.root_forbidden:
+            continue
+        avail = cloud.available(root)
+        local = cloud.tree(root)
+        choices = [local if (g.suffix and not g.resources) else avail for g, _ in slots]
+        for picks in itertools.product(*choices):
+            key = _check(cloud, req, slots, picks)
+            if key is not None:
+                out.add(key)
+    return out
+
+
+def iter_keys(
+    allocations: Iterator[tuple[Mapping[str, Mapping[str, int]], Mapping[str, tuple[str, ...]]]],
+) -> set[Key]:
+    """Turn (allocations, mappings) pairs with provider names into comparable keys."""
+    return {
+        (
+            tuple(sorted((n, tuple(sorted(r.items()))) for n, r in a.items())),
+            tuple(sorted((s, tuple(sorted(ns))) for s, ns in m.items())),
+        )
+        for a, m in allocations
+    }

@@ -1,0 +1,204 @@
+"""Property test: on small random clouds (≤ 12 providers, nested trees, sharing
+providers) and random requests, rpquery's candidate set equals the brute-force
+reference of ``tests/reference.py``; with ``limit`` it is a subset of that size.
+
+SQLite runs 60 examples by default; with ``CI=true`` every backend runs (fewer
+examples each, to keep the suite's budget).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rpquery.candidates import AllocationCandidates, allocation_candidates
+from rpquery.db import Database
+from rpquery.errors import InvalidRequest
+from rpquery.request import CandidatesRequest, RequestGroup
+from tests.conftest import IN_CI, empty_database
+from tests.factories import allocate, provider, trait_id
+from tests.reference import SHARING, Cloud, Inv, Prov, iter_keys, reference_candidates
+
+RCS = ("VCPU", "MEMORY_MB", "DISK_GB")
+TRAITS = ("CUSTOM_A", "CUSTOM_B", "CUSTOM_C")
+AGGS = ("a0000000-0000-4000-8000-000000000001", "a0000000-0000-4000-8000-000000000002")
+EXAMPLES = int(os.environ.get("RPQUERY_PROPERTY_EXAMPLES", "15" if IN_CI else "60"))
+
+
+@st.composite
+def inventories(draw: st.DrawFn) -> dict[str, Inv]:
+    out = {}
+    for rc in draw(st.sets(st.sampled_from(RCS), max_size=2)):
+        total = draw(st.integers(1, 4))
+        out[rc] = Inv(
+            total=total,
+            reserved=draw(st.integers(0, 1)),
+            max_unit=draw(st.integers(1, 4)),
+            step_size=draw(st.sampled_from((1, 1, 2))),
+            allocation_ratio=draw(st.sampled_from((1.0, 1.5))),
+        )
+    return out
+
+
+@st.composite
+def clouds(draw: st.DrawFn) -> Cloud:
+    provs: list[Prov] = []
+    for i in range(draw(st.integers(1, 12))):
+        parents = [p.name for p in provs if SHARING not in p.traits]
+        parent = draw(st.one_of(st.none(), st.sampled_from(parents))) if parents else None
+        sharing = parent is None and draw(st.integers(0, 4)) == 0
+        inv = draw(inventories())
+        provs.append(
+            Prov(
+                name=f"p{i}",
+                parent=parent,
+                inventory=inv,
+                used={rc: draw(st.integers(0, 2)) for rc in inv},
+                traits=set(draw(st.sets(st.sampled_from(TRAITS), max_size=2)))
+                | ({SHARING} if sharing else set()),
+                aggs=set(draw(st.sets(st.sampled_from(AGGS), max_size=1 if not sharing else 2))),
+            )
+        )
+    return Cloud(provs)
+
+
+@st.composite
+def groups(draw: st.DrawFn, suffix: str, resourceless: bool = False) -> RequestGroup:
+    resources = (
+        {}
+        if resourceless
+        else {
+            rc: draw(st.integers(1, 3))
+            for rc in draw(
+                st.sets(st.sampled_from(RCS), min_size=1, max_size=2 if not suffix else 1)
+            )
+        }
+    )
+    required = tuple(
+        frozenset(s)
+        for s in draw(
+            st.lists(
+                st.sets(st.sampled_from(TRAITS), min_size=1, max_size=2),
+                max_size=1 if not resourceless else 1,
+                min_size=1 if resourceless else 0,
+            )
+        )
+    )
+    return RequestGroup(
+        suffix=suffix,
+        resources=resources,
+        required=required,
+        forbidden=frozenset(
+            draw(st.sets(st.sampled_from(TRAITS), max_size=1)) - set().union(*required)
+        ),
+        member_of=tuple(
+            frozenset(s)
+            for s in draw(st.lists(st.sets(st.sampled_from(AGGS), min_size=1), max_size=1))
+        ),
+        forbidden_aggs=frozenset(draw(st.sets(st.sampled_from(AGGS), max_size=1))),
+    )
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> CandidatesRequest:
+    gs = []
+    if draw(st.booleans()):
+        gs.append(draw(groups("")))
+    n_granular = draw(st.integers(0 if gs else 1, 2))
+    gs.extend(draw(groups(f"_{i}")) for i in range(n_granular))
+    subtree: tuple[tuple[str, ...], ...] = ()
+    if n_granular and draw(st.booleans()):
+        gs.append(draw(groups("_R", resourceless=True)))
+        subtree = (("_0", "_R"),)
+    try:
+        return CandidatesRequest(
+            groups=tuple(gs),
+            group_policy=draw(st.sampled_from(("none", "isolate"))),
+            root_required=frozenset(draw(st.sets(st.sampled_from(TRAITS), max_size=1))),
+            same_subtree=subtree,
+        )
+    except InvalidRequest:
+        assume(False)
+        raise
+
+
+def insert(db: Database, cloud: Cloud) -> None:
+    empty_database(db)
+    refs = {}
+    with db.begin() as conn:
+        for t in TRAITS:
+            trait_id(conn, t)
+        for p in cloud.p.values():
+            inv = {
+                rc: {
+                    "total": i.total,
+                    "reserved": i.reserved,
+                    "max_unit": i.max_unit,
+                    "step_size": i.step_size,
+                    "allocation_ratio": i.allocation_ratio,
+                }
+                for rc, i in p.inventory.items()
+            }
+            parent = refs[p.parent] if p.parent else None
+            ref = provider(
+                conn,
+                p.name,
+                parent=parent,
+                inventory=inv,
+                traits=sorted(p.traits),
+                aggregates=sorted(p.aggs),
+            )
+            refs[p.name] = ref
+            p.uuid = ref.uuid
+            for rc, used in p.used.items():
+                if used:
+                    allocate(conn, f"c-{p.name}-{rc}", ref, rc, used)
+
+
+def keys_of(result: AllocationCandidates) -> set:
+    name = {u: s.name for u, s in result.provider_summaries.items()}
+    return iter_keys(
+        (
+            {name[u]: dict(r) for u, r in ar.allocations.items()},
+            {s: tuple(name[u] for u in us) for s, us in ar.mappings.items()},
+        )
+        for ar in result.allocation_requests
+    )
+
+
+def _backends() -> list[str]:
+    return ["sqlite", "postgresql", "mysql"] if IN_CI else ["sqlite"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", _backends())
+def test_candidates_equal_brute_force(backend: str, request: pytest.FixtureRequest) -> None:
+    db = request.getfixturevalue("_migrated")(backend)
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    @given(cloud=clouds(), req=requests(), limit=st.integers(1, 3))
+    def check(cloud: Cloud, req: CandidatesRequest, limit: int) -> None:
+        insert(db, cloud)
+        expected = reference_candidates(cloud, req)
+        got = keys_of(allocation_candidates(db, req))
+        assert got == expected
+        limited = CandidatesRequest(
+            req.groups,
+            req.group_policy,
+            req.root_required,
+            req.root_forbidden,
+            req.same_subtree,
+            limit,
+        )
+        some = keys_of(allocation_candidates(db, limited))
+        assert some <= expected and len(some) == min(limit, len(expected))
+
+    check()
