@@ -4,9 +4,9 @@
 - ``tags=A,B``: has all of them; ``tags_any=A,B``: has at least one;
 - ``not_tags=A,B``: does not have all of them; ``not_tags_any=A,B``: has none.
 
-Filters combine with AND. The instances considered are Placement's consumers plus
-every instance that has a tag row. Only ACTIVE tags count unless
-``include_pending``.
+Filters combine with AND. Without a positive filter (``tags``/``tags_any``) the
+instances considered are Placement's consumers plus every instance with a tag row.
+Only ACTIVE tags count unless ``include_pending``.
 
 >>> f = parse_filter(tags="web,db", not_tags_any="legacy")
 >>> f.tags, f.not_tags_any
@@ -81,13 +81,7 @@ def has_all_tags(
 ) -> sa.ColumnElement[bool]:
     """``instance IN (SELECT instance_uuid ... WHERE tag IN (:tags) GROUP BY
     instance_uuid HAVING count(DISTINCT tag) = :n)``"""
-    having = (
-        sa.select(tags_t.c.instance_uuid)
-        .where(*_counted(namespace, tags, pending))
-        .group_by(tags_t.c.instance_uuid)
-        .having(sa.func.count(sa.distinct(tags_t.c.tag)) == len(tags))
-    )
-    return instance.in_(having)
+    return instance.in_(_all_tags_select(namespace, tags, pending))
 
 
 def has_any_tag(
@@ -99,7 +93,28 @@ def has_any_tag(
     )
 
 
-def _universe() -> sa.Subquery:
+def _all_tags_select(namespace: str, tags: tuple[str, ...], pending: bool) -> sa.Select[Any]:
+    return (
+        sa.select(tags_t.c.instance_uuid.label("uuid"))
+        .where(*_counted(namespace, tags, pending))
+        .group_by(tags_t.c.instance_uuid)
+        .having(sa.func.count(sa.distinct(tags_t.c.tag)) == len(tags))
+    )
+
+
+def _candidates(namespace: str, flt: TagFilter) -> sa.Subquery:
+    """Where the instances come from: the positive filter when there is one (an index
+    range on (namespace, tag)), else every consumer and every tagged instance."""
+    pending = flt.include_pending
+    if flt.tags:
+        return _all_tags_select(namespace, flt.tags, pending).subquery("instances")
+    if flt.tags_any:
+        return (
+            sa.select(tags_t.c.instance_uuid.label("uuid"))
+            .where(*_counted(namespace, flt.tags_any, pending))
+            .distinct()
+            .subquery("instances")
+        )
     return sa.union(
         sa.select(consumers.c.uuid.label("uuid")),
         sa.select(tags_t.c.instance_uuid.label("uuid")),
@@ -107,14 +122,17 @@ def _universe() -> sa.Subquery:
 
 
 def instances_query(namespace: str, flt: TagFilter) -> sa.Select[Any]:
-    """The one statement answering ``flt`` in ``namespace``, instances sorted by uuid."""
-    inst = _universe()
+    """The one statement answering ``flt`` in ``namespace``, instances sorted by uuid.
+
+    The first positive filter drives the query (``tags`` as a grouped subquery,
+    else ``tags-any`` as a distinct one); the others are (NOT) EXISTS / NOT IN
+    conditions on its rows.
+    """
+    inst = _candidates(namespace, flt)
     uuid = inst.c.uuid
     pending = flt.include_pending
     where: list[sa.ColumnElement[bool]] = []
-    if flt.tags:
-        where.append(has_all_tags(uuid, namespace, flt.tags, pending))
-    if flt.tags_any:
+    if flt.tags_any and flt.tags:
         where.append(has_any_tag(uuid, namespace, flt.tags_any, pending))
     if flt.not_tags:
         where.append(sa.not_(has_all_tags(uuid, namespace, flt.not_tags, pending)))
