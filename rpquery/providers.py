@@ -72,16 +72,17 @@ def subtree_ids(rp_id: int) -> sa.Select:
     """Ids of provider ``rp_id`` and every provider below it.
 
     ``SELECT id FROM (WITH RECURSIVE subtree(id) AS (SELECT id ... WHERE id = :rp
-    UNION ALL SELECT child.id FROM resource_providers child JOIN subtree ON
+    UNION SELECT child.id FROM resource_providers child JOIN subtree ON
     child.parent_provider_id = subtree.id) SELECT id FROM subtree) AS subtree_ids``
 
-    The CTE is nested inside a derived table so it can sit in an ``UPDATE``'s
+    ``UNION`` (not ``UNION ALL``) so the recursion ends even on a damaged tree that
+    holds a cycle. The CTE is nested inside a derived table so it can sit in an ``UPDATE``'s
     ``WHERE`` on every backend (MariaDB reads the table it updates only that way).
     """
     rp = resource_providers
     tree = sa.select(rp.c.id).where(rp.c.id == rp_id).cte("subtree", recursive=True, nesting=True)
     child = rp.alias("child")
-    tree = tree.union_all(sa.select(child.c.id).where(child.c.parent_provider_id == tree.c.id))
+    tree = tree.union(sa.select(child.c.id).where(child.c.parent_provider_id == tree.c.id))
     derived = sa.select(tree.c.id).subquery("subtree_ids")
     return sa.select(derived.c.id)
 
