@@ -1,0 +1,219 @@
+"""Allocation candidates on nested trees and sharing providers, on every backend:
+NUMA children, SR-IOV PF children, shared storage, granular groups (isolate / none),
+same_subtree with resourceless groups, root_required, in_tree, aggregates on roots.
+
+Modelled on Placement's ``test_allocation_candidates.py`` topologies; providers that
+must appear are ``incl_*``, providers that must not are ``excl_*``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rpquery.candidates import AllocationCandidates, allocation_candidates
+from rpquery.db import Database
+from tests.factories import allocate, provider
+
+AGG_S = "5a5a5a5a-0000-4000-8000-000000000001"
+AGG_X = "5a5a5a5a-0000-4000-8000-000000000002"
+
+
+def requests_by_name(result: AllocationCandidates) -> set[tuple[tuple[str, str, int], ...]]:
+    """Each allocation request as sorted (provider name, class, amount) triples."""
+    name = {u: s.name for u, s in result.provider_summaries.items()}
+    return {
+        tuple(
+            sorted((name[u], rc, n) for u, res in ar.allocations.items() for rc, n in res.items())
+        )
+        for ar in result.allocation_requests
+    }
+
+
+def mappings_by_name(result: AllocationCandidates) -> list[dict[str, tuple[str, ...]]]:
+    name = {u: s.name for u, s in result.provider_summaries.items()}
+    return [
+        {s: tuple(sorted(name[u] for u in us)) for s, us in ar.mappings.items()}
+        for ar in result.allocation_requests
+    ]
+
+
+@pytest.fixture
+def numa_pf(db: Database) -> Database:
+    """cn1: root with MEMORY; two NUMA children with VCPU, each with one PF child.
+    pf0 has CUSTOM_PHYSNET_A, pf1 CUSTOM_PHYSNET_B. cn2 (root AVX2) has no PFs."""
+    with db.begin() as conn:
+        cn1 = provider(conn, "incl_cn1", inventory={"MEMORY_MB": 4096}, aggregates=[AGG_X])
+        for i in (0, 1):
+            numa = provider(
+                conn,
+                f"incl_cn1_numa{i}",
+                parent=cn1,
+                inventory={"VCPU": 4},
+                traits=["HW_NUMA_ROOT"],
+            )
+            provider(
+                conn,
+                f"incl_cn1_pf{i}",
+                parent=numa,
+                inventory={"SRIOV_NET_VF": 2},
+                traits=[f"CUSTOM_PHYSNET_{'AB'[i]}"],
+            )
+        provider(
+            conn, "excl_cn2", inventory={"VCPU": 8, "MEMORY_MB": 4096}, traits=["HW_CPU_X86_AVX2"]
+        )
+    return db
+
+
+def test_numa_children_serve_unsuffixed_group_with_root(numa_pf: Database) -> None:
+    got = allocation_candidates(numa_pf, "resources=VCPU:2,MEMORY_MB:512")
+    assert requests_by_name(got) == {
+        (("excl_cn2", "MEMORY_MB", 512), ("excl_cn2", "VCPU", 2)),
+        (("incl_cn1", "MEMORY_MB", 512), ("incl_cn1_numa0", "VCPU", 2)),
+        (("incl_cn1", "MEMORY_MB", 512), ("incl_cn1_numa1", "VCPU", 2)),
+    }
+    # summaries cover the whole tree of each returned candidate
+    assert {s.name for s in got.provider_summaries.values()} >= {"incl_cn1_pf0", "incl_cn1_pf1"}
+
+
+def test_root_required_and_forbidden(numa_pf: Database) -> None:
+    got = allocation_candidates(numa_pf, "resources=VCPU:2&root_required=!HW_CPU_X86_AVX2")
+    assert {n for r in requests_by_name(got) for n, _, _ in r} == {
+        "incl_cn1_numa0",
+        "incl_cn1_numa1",
+    }
+    got = allocation_candidates(numa_pf, "resources=VCPU:2&root_required=HW_CPU_X86_AVX2")
+    assert requests_by_name(got) == {(("excl_cn2", "VCPU", 2),)}
+
+
+def test_unsuffixed_traits_satisfied_collectively(numa_pf: Database) -> None:
+    got = allocation_candidates(
+        numa_pf, "resources=VCPU:1,SRIOV_NET_VF:1&required=HW_NUMA_ROOT,CUSTOM_PHYSNET_B"
+    )
+    assert {n for r in requests_by_name(got) for n, _, _ in r} == {
+        "incl_cn1_numa0",
+        "incl_cn1_numa1",
+        "incl_cn1_pf1",
+    }
+
+
+def test_granular_sriov_isolate_and_none(numa_pf: Database) -> None:
+    q = "resources_A=SRIOV_NET_VF:2&resources_B=SRIOV_NET_VF:1&group_policy="
+    isolate = allocation_candidates(numa_pf, q + "isolate")
+    assert mappings_by_name(isolate) and all(m["_A"] != m["_B"] for m in mappings_by_name(isolate))
+    assert len(isolate.allocation_requests) == 2
+    # none: the same PF may serve both only if its capacity holds the sum (2 + 1 > 2)
+    none = allocation_candidates(numa_pf, q + "none")
+    assert requests_by_name(none) == requests_by_name(isolate)
+    small = allocation_candidates(
+        numa_pf, "resources_A=SRIOV_NET_VF:1&resources_B=SRIOV_NET_VF:1&group_policy=none"
+    )
+    assert len(small.allocation_requests) == 4
+
+
+def test_granular_required_trait_on_its_provider(numa_pf: Database) -> None:
+    got = allocation_candidates(
+        numa_pf,
+        "resources=VCPU:1&resources_NET=SRIOV_NET_VF:1&required_NET=CUSTOM_PHYSNET_A",
+    )
+    assert {m["_NET"] for m in mappings_by_name(got)} == {("incl_cn1_pf0",)}
+
+
+def test_same_subtree_with_resourceless_group(numa_pf: Database) -> None:
+    got = allocation_candidates(
+        numa_pf,
+        "resources_CPU=VCPU:1&resources_NET=SRIOV_NET_VF:1&required_NET=CUSTOM_PHYSNET_B"
+        "&required_NUMA=HW_NUMA_ROOT&same_subtree=_CPU,_NET,_NUMA&group_policy=none",
+    )
+    assert mappings_by_name(got) == [
+        {"_CPU": ("incl_cn1_numa1",), "_NET": ("incl_cn1_pf1",), "_NUMA": ("incl_cn1_numa1",)}
+    ]
+    assert requests_by_name(got) == {
+        (("incl_cn1_numa1", "VCPU", 1), ("incl_cn1_pf1", "SRIOV_NET_VF", 1))
+    }
+
+
+def test_in_tree_and_member_of_on_root(numa_pf: Database) -> None:
+    cn1 = next(
+        s.uuid
+        for s in allocation_candidates(
+            numa_pf, "resources=MEMORY_MB:1"
+        ).provider_summaries.values()
+        if s.name == "incl_cn1"
+    )
+    got = allocation_candidates(numa_pf, f"resources=VCPU:1&in_tree={cn1}")
+    assert {n for r in requests_by_name(got) for n, _, _ in r} == {
+        "incl_cn1_numa0",
+        "incl_cn1_numa1",
+    }
+    # member_of on the root covers the NUMA children, which have no aggregate of their own
+    got = allocation_candidates(numa_pf, f"resources=VCPU:1&member_of={AGG_X}")
+    assert len(got.allocation_requests) == 2
+    got = allocation_candidates(numa_pf, f"resources=VCPU:1&member_of=!{AGG_X}")
+    assert requests_by_name(got) == {(("excl_cn2", "VCPU", 1),)}
+
+
+@pytest.fixture
+def shared_storage(db: Database) -> Database:
+    """Two computes in AGG_S with a sharing DISK provider; cn3 outside it; a full
+    second sharing provider."""
+    with db.begin() as conn:
+        provider(conn, "incl_cn1", inventory={"VCPU": 8}, aggregates=[AGG_S])
+        provider(conn, "incl_cn2", inventory={"VCPU": 8, "DISK_GB": 10}, aggregates=[AGG_S])
+        provider(conn, "excl_cn3", inventory={"VCPU": 8})
+        provider(
+            conn,
+            "incl_ss",
+            inventory={"DISK_GB": 1000},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+            aggregates=[AGG_S],
+        )
+        full = provider(
+            conn,
+            "excl_ss_full",
+            inventory={"DISK_GB": 100},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+            aggregates=[AGG_S],
+        )
+        allocate(conn, "c-full", full, "DISK_GB", 100)
+    return db
+
+
+def test_sharing_provider_serves_trees_of_its_aggregate(shared_storage: Database) -> None:
+    got = allocation_candidates(shared_storage, "resources=VCPU:1,DISK_GB:50")
+    assert requests_by_name(got) == {
+        (("incl_cn1", "VCPU", 1), ("incl_ss", "DISK_GB", 50)),
+        (("incl_cn2", "VCPU", 1), ("incl_ss", "DISK_GB", 50)),
+    }
+    local = allocation_candidates(shared_storage, "resources=VCPU:1,DISK_GB:5")
+    assert (("incl_cn2", "DISK_GB", 5), ("incl_cn2", "VCPU", 1)) in requests_by_name(local)
+
+
+def test_sharing_only_request_and_forbidden_trait(shared_storage: Database) -> None:
+    got = allocation_candidates(shared_storage, "resources=DISK_GB:50")
+    assert requests_by_name(got) == {(("incl_ss", "DISK_GB", 50),)}
+    assert all(ar.mappings == {"": ar.mappings[""]} for ar in got.allocation_requests)
+    got = allocation_candidates(
+        shared_storage, "resources=VCPU:1,DISK_GB:50&required=!MISC_SHARES_VIA_AGGREGATE"
+    )
+    assert got.allocation_requests == ()
+
+
+def test_summed_amounts_across_groups_respect_capacity(db: Database) -> None:
+    with db.begin() as conn:
+        cn = provider(conn, "incl_cn", inventory={"VCPU": 4})
+        allocate(conn, "c-1", cn, "VCPU", 1)
+    ok = allocation_candidates(
+        db, "resources=VCPU:1&resources_A=VCPU:1&resources_B=VCPU:1&group_policy=none"
+    )
+    assert requests_by_name(ok) == {(("incl_cn", "VCPU", 3),)}
+    over = allocation_candidates(
+        db, "resources=VCPU:2&resources_A=VCPU:1&resources_B=VCPU:1&group_policy=none"
+    )
+    assert over.allocation_requests == ()
+
+
+def test_limit_on_nested_trees(numa_pf: Database) -> None:
+    got = allocation_candidates(numa_pf, "resources=VCPU:1&limit=2")
+    assert len(got.allocation_requests) == 2
+    roots = {ar.root_uuid for ar in got.allocation_requests}
+    assert {s.root_uuid for s in got.provider_summaries.values()} == roots
