@@ -102,3 +102,12 @@ def test_prefix_is_literal(db: Database) -> None:
     catalog.create_trait(db, "CUSTOM_A_B")
     catalog.create_trait(db, "CUSTOM_AXB")
     assert catalog.list_traits(db, prefix="CUSTOM_A_") == ["CUSTOM_A_B"]
+
+
+def test_delete_with_malformed_names(db: Database) -> None:
+    with pytest.raises(InvalidRequest) as rc_err:
+        catalog.delete_resource_class(db, "CUSTOM_lower")
+    assert rc_err.value.code == "rpquery.resource_class.bad_name"
+    with pytest.raises(InvalidRequest) as trait_err:
+        catalog.delete_trait(db, "custom_lower")
+    assert trait_err.value.code == "rpquery.trait.bad_name"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from rpquery import providers
+from rpquery import associations, inventory, providers
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
+from rpquery.models import Inventory
 from rpquery.tables import (
     inventories,
     resource_provider_aggregates,
@@ -168,3 +169,39 @@ def test_delete_refused_with_children_or_allocations(db: Database) -> None:
         providers.delete_provider(db, used.uuid)
     assert in_use.value.code == "rpquery.provider.in_use"
     assert len(provider_rows(db)) == 3
+
+
+BAD_UUID = "123e4567-e89b-12d3-a456-42661417400"  # one digit short
+WRITERS = {
+    "rename": lambda db, rp, gen: providers.rename_provider(db, rp, "n", generation=gen),
+    "set_parent": lambda db, rp, gen: providers.set_parent(db, rp, None, generation=gen),
+    "set_inventories": lambda db, rp, gen: inventory.set_inventories(
+        db, rp, {"VCPU": Inventory(4)}, generation=gen
+    ),
+    "set_traits": lambda db, rp, gen: associations.set_provider_traits(
+        db, rp, ["HW_CPU_X86_AVX"], generation=gen
+    ),
+    "set_aggregates": lambda db, rp, gen: associations.set_provider_aggregates(
+        db, rp, [new_uuid()], generation=gen
+    ),
+}
+
+
+@pytest.mark.parametrize("write", WRITERS.values(), ids=WRITERS.keys())
+def test_every_generation_guarded_write_checks_uuid_and_generation(db: Database, write) -> None:  # type: ignore[no-untyped-def]
+    cn = providers.create_provider(db, "cn1")
+    with pytest.raises(InvalidRequest) as bad_uuid:
+        write(db, BAD_UUID, 0)
+    assert (bad_uuid.value.code, bad_uuid.value.token) == ("rpquery.provider.bad_uuid", BAD_UUID)
+    with pytest.raises(InvalidRequest) as bad_gen:
+        write(db, cn.uuid, -1)
+    assert bad_gen.value.code == "rpquery.provider.bad_generation"
+    with pytest.raises(ConcurrentUpdate) as stale:
+        write(db, cn.uuid, 5)
+    assert stale.value.code == "rpquery.provider.generation_conflict"
+    with pytest.raises(NotFound) as missing:
+        write(db, new_uuid(), 0)
+    assert missing.value.code == "rpquery.provider.not_found"
+    assert provider_rows(db) == [("cn1", None, 0)]
+    with pytest.raises(InvalidRequest):
+        providers.delete_provider(db, BAD_UUID)
