@@ -160,3 +160,27 @@ def test_foreign_or_broken_backend_tags_are_not_ours() -> None:
     assert DEFAULT_CONFIG.parse_backend_form("cyclades:user:") is None
     assert DEFAULT_CONFIG.parse_backend_form("cyclades:user:a/2Fb") is None  # decodes to "a/b"
     assert DEFAULT_CONFIG.parse_backend_form("cyclades:user:" + "x" * 61) is None
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "codec",
+        "model",
+        "backend",
+        "fake_db",
+        "conflicts",
+        "plan",
+        "rows",
+        "store",
+        "outcomes",
+        "reconcile",
+        "query",
+    ],
+)
+def test_docstring_examples_hold(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"rpquery.tags.{module}"))
+    assert result.failed == 0 and result.attempted > 0
