@@ -10,10 +10,10 @@ Traceback (most recent call last):
 rpquery.errors.InvalidRequest: force_metadata_check must be "True" or "False", not 'yes' \
 (rpquery.aggregate_metadata.bad_force_metadata_check)
 
-The filter pushes into SQL what SQL decides (``*`` → ``EXISTS``, ``!``/``~`` →
-``NOT EXISTS``, literal values → ``EXISTS`` with equality) and evaluates the rest in
-Python (:mod:`rpquery.policies.extra_specs`) on metadata fetched for every candidate
-host in one statement::
+The filter pushes into SQL what SQL decides (``*`` → hosts having the key, ``!``/``~``
+→ hosts not having it, literal values → equality; as ``IN`` / ``NOT IN`` semi-joins)
+and evaluates the rest in Python (:mod:`rpquery.policies.extra_specs`) on metadata
+fetched for every candidate host in one statement::
 
     policy = AggregateMetadataFilter({"ssd": "true", "hw:cpu_policy": "dedicated"})
     candidates = allocation_candidates(db, request, policies=[policy])
@@ -245,33 +245,28 @@ def unset_metadata(db: Database, aggregate_uuid: str, keys: Iterable[str]) -> Ag
 # --------------------------------------------------------------------- SQL pieces
 
 
-def _host_rows(root_id: ColumnElement[int]) -> tuple[Any, list[ColumnElement[bool]]]:
-    """Metadata rows of the aggregates a host (root provider) belongs to::
+def hosts_with_key(key: str, values: Sequence[str] | None = None) -> Select[Any]:
+    """Ids of the roots with a metadata row for ``key`` on one of their aggregates; with
+    ``values``, a row whose value is one of them or whose aggregate forces the metadata
+    check (its values are patterns only Python judges)::
 
-    rpq_aggregate_metadata m JOIN placement_aggregates pa ON pa.uuid = m.aggregate_uuid
-      JOIN resource_provider_aggregates rpa ON rpa.aggregate_id = pa.id
-      WHERE rpa.resource_provider_id = <root_id>
+        SELECT rpa.resource_provider_id FROM rpq_aggregate_metadata m
+          JOIN placement_aggregates pa ON pa.uuid = m.aggregate_uuid
+          JOIN resource_provider_aggregates rpa ON rpa.aggregate_id = pa.id
+          WHERE m.key = :key [AND (m.value IN (...) OR m.aggregate_uuid IN (<forcing>))]
+
+    Uncorrelated, so every backend evaluates it once per statement (a semi-join), not
+    once per candidate row.
     """
     m = am.alias("am_m")
     pa = placement_aggregates.alias("am_pa")
     rpa = resource_provider_aggregates.alias("am_rpa")
     joined = m.join(pa, pa.c.uuid == m.c.aggregate_uuid).join(rpa, rpa.c.aggregate_id == pa.c.id)
-    return (m, joined, rpa), [rpa.c.resource_provider_id == root_id]
-
-
-def _exists(
-    root_id: ColumnElement[int], key: str, value: str | None = None
-) -> ColumnElement[bool]:
-    """``EXISTS`` a metadata row with ``key`` on one of the host's aggregates; with
-    ``value``, one whose value equals it or whose aggregate forces the metadata check
-    (its values are patterns that Python evaluates)."""
-    (m, joined, rpa), conds = _host_rows(root_id)
-    conds.append(m.c.key == key)
-    if value is not None:
-        conds.append(sa.or_(m.c.value == value, m.c.aggregate_uuid.in_(forcing_aggregates())))
-    return sa.exists(sa.select(sa.literal(1)).select_from(joined).where(*conds)).correlate_except(
-        m, joined, rpa
-    )
+    stmt = sa.select(rpa.c.resource_provider_id).select_from(joined).where(m.c.key == key)
+    if values is not None:
+        forced = m.c.aggregate_uuid.in_(forcing_aggregates())
+        stmt = stmt.where(sa.or_(m.c.value.in_(sorted(set(values))), forced))
+    return stmt
 
 
 def forcing_aggregates() -> Select[Any]:
@@ -290,12 +285,29 @@ def key_clause(root_id: ColumnElement[int], fk: FlavorKey) -> ColumnElement[bool
         return None
     parts: list[ColumnElement[bool]] = []
     if spec.optional or spec.absent:
-        parts.append(~_exists(root_id, fk.key))
+        parts.append(root_id.not_in(hosts_with_key(fk.key)))
     if spec.any or any(alt.op is not None for alt in spec.alternatives):
-        parts.append(_exists(root_id, fk.key))
-    else:
-        parts.extend(_exists(root_id, fk.key, alt.text) for alt in spec.alternatives)
+        parts.append(root_id.in_(hosts_with_key(fk.key)))
+    elif spec.alternatives:
+        literals = [alt.text for alt in spec.alternatives]
+        parts.append(root_id.in_(hosts_with_key(fk.key, literals)))
     return sa.or_(*parts) if parts else None
+
+
+def roots_clause(column: ColumnElement[int], root_ids: Sequence[int]) -> ColumnElement[bool]:
+    """Select the candidate roots: ``IN (...)`` for a sparse set, ``BETWEEN min AND max``
+    for a dense one (a long ``IN`` list costs an index probe per value; callers drop the
+    extra rows a range brings in).
+
+    >>> str(roots_clause(resource_provider_aggregates.c.resource_provider_id, range(1, 500)))
+    'resource_provider_aggregates.resource_provider_id BETWEEN :resource_provider_id_1 AND \
+:resource_provider_id_2'
+    """
+    low, high = min(root_ids), max(root_ids)
+    if len(root_ids) > 100 and high - low < 4 * len(root_ids):
+        return column.between(low, high)
+    ids: Any = sa.bindparam("am_root_ids", list(root_ids), expanding=True, literal_execute=True)
+    return column.in_(ids)
 
 
 def host_metadata_stmt(root_ids: Sequence[int], keys: Iterable[str], *, forced: bool) -> Any:
@@ -310,7 +322,6 @@ def host_metadata_stmt(root_ids: Sequence[int], keys: Iterable[str], *, forced: 
           WHERE m.key IN (...) OR m.aggregate_uuid IN (<forcing aggregates>)
     """
     pa, rpa = placement_aggregates, resource_provider_aggregates
-    ids: Any = sa.bindparam("am_root_ids", list(root_ids), expanding=True, literal_execute=True)
     has_meta = sa.exists(sa.select(sa.literal(1)).where(am.c.aggregate_uuid == pa.c.uuid))
     members = (
         sa.select(
@@ -320,7 +331,7 @@ def host_metadata_stmt(root_ids: Sequence[int], keys: Iterable[str], *, forced: 
             sa.cast(sa.null(), am.c.value.type).label("value"),
         )
         .select_from(rpa.join(pa, pa.c.id == rpa.c.aggregate_id))
-        .where(rpa.c.resource_provider_id.in_(ids), has_meta)
+        .where(roots_clause(rpa.c.resource_provider_id, root_ids), has_meta)
     )
     wanted: ColumnElement[bool] = am.c.key.in_(sorted(set(keys)))
     if forced:
@@ -363,9 +374,10 @@ with other values (rpquery.extra_specs.exclusive_sentinel)
 
     def where(self, root_id: ColumnElement[int]) -> ColumnElement[bool] | None:
         """Necessary conditions in SQL; ``None`` when nothing can be pushed down."""
+        parts: list[ColumnElement[bool]]
         if self.nova_compat:
             keys = sorted({k for k in map(_nova_key, self.extra_specs) if k is not None})
-            parts = [_exists(root_id, k) for k in keys]
+            parts = [root_id.in_(hosts_with_key(k)) for k in keys]
         else:
             found = (key_clause(root_id, fk) for fk in self.flavor.keys)
             parts = [c for c in found if c is not None]
@@ -400,11 +412,13 @@ with other values (rpquery.extra_specs.exclusive_sentinel)
         else:
             keys = {fk.key for fk in self.flavor.keys} | {FORCE_KEY}
         stmt = host_metadata_stmt(root_ids, keys, forced=not self.nova_compat)
+        wanted = set(root_ids)
         members: dict[int, set[str]] = {}
         metadata: dict[str, dict[str, str]] = {}
         for row in conn.execute(stmt):
             if row.root_id is not None:
-                members.setdefault(int(row.root_id), set()).add(row.aggregate_uuid)
+                if int(row.root_id) in wanted:
+                    members.setdefault(int(row.root_id), set()).add(row.aggregate_uuid)
             else:
                 metadata.setdefault(row.aggregate_uuid, {})[row.key] = row.value
         return members, metadata
