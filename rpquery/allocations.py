@@ -41,7 +41,7 @@ import dataclasses
 import random
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -432,13 +432,18 @@ def _replace_rows(
 
 
 def write_consumer_allocations(
-    conn: Connection, requests: ConsumerAllocations | Sequence[ConsumerAllocations]
+    conn: Connection,
+    requests: ConsumerAllocations | Sequence[ConsumerAllocations],
+    *,
+    already_bumped: Collection[int] = (),
 ) -> None:
     """One attempt at replacing the allocations of ``requests`` on ``conn``, inside the
     caller's transaction (no commit, no retry). See the module docstring for the steps.
 
     Use this to compose an allocation write with other writes (the reshaper); use
-    :func:`replace_many` otherwise.
+    :func:`replace_many` otherwise. Providers whose ids are in ``already_bumped`` were
+    bumped (and so locked) by the caller earlier in this transaction: their generation
+    is not raised a second time.
     """
     batch = validate_requests(
         [requests] if isinstance(requests, ConsumerAllocations) else requests
@@ -453,7 +458,10 @@ def write_consumer_allocations(
         [req.consumer_uuid for req in batch],
     )
     check_capacity(state, batch, rc_ids)
-    bump_provider_generations(conn, {p.id: p.generation for p in state.providers.values()})
+    skip = set(already_bumped)
+    bump_provider_generations(
+        conn, {p.id: p.generation for p in state.providers.values() if p.id not in skip}
+    )
     _write_consumers(conn, batch)
     _replace_rows(conn, batch, rc_ids, state)
 

@@ -48,6 +48,7 @@ class _Current:
     """An existing inventory row with the usage of its class on the provider."""
 
     row_id: int
+    name: str
     inventory: Inventory
     used: int
 
@@ -92,14 +93,15 @@ def check_inventory(rc: str, inv: Inventory) -> Inventory:
 
 
 def current_select(rp_id: int) -> sa.Select:
-    """The provider's inventories with the usage of each class, in one statement::
+    """The provider's inventories with class name and usage, in one statement::
 
-    SELECT inv.*, (SELECT SUM(used) FROM allocations a
-                   WHERE a.resource_provider_id = inv.resource_provider_id
-                     AND a.resource_class_id = inv.resource_class_id) AS used
-    FROM inventories inv WHERE inv.resource_provider_id = :rp
+    SELECT inv.*, rc.name, (SELECT SUM(used) FROM allocations a
+                            WHERE a.resource_provider_id = inv.resource_provider_id
+                              AND a.resource_class_id = inv.resource_class_id) AS used
+    FROM inventories inv JOIN resource_classes rc ON rc.id = inv.resource_class_id
+    WHERE inv.resource_provider_id = :rp
     """
-    inv, alloc = inventories, allocations
+    inv, alloc, rc = inventories, allocations, resource_classes
     used = (
         sa.select(sa.func.sum(alloc.c.used))
         .where(
@@ -109,15 +111,19 @@ def current_select(rp_id: int) -> sa.Select:
         .scalar_subquery()
     )
     fields = [inv.c[name] for name in _FIELDS]
-    return sa.select(inv.c.resource_class_id, inv.c.id, *fields, used.label("used")).where(
-        inv.c.resource_provider_id == rp_id
+    return (
+        sa.select(inv.c.resource_class_id, inv.c.id, *fields, rc.c.name, used.label("used"))
+        .join(rc, rc.c.id == inv.c.resource_class_id)
+        .where(inv.c.resource_provider_id == rp_id)
     )
 
 
 def _read_current(conn: Connection, rp_id: int) -> dict[int, _Current]:
     found = {}
     for row in conn.execute(current_select(rp_id)):
-        found[row.resource_class_id] = _Current(row.id, _inventory(row[2:8]), to_int(row.used))
+        found[row.resource_class_id] = _Current(
+            row.id, row.name, _inventory(row[2:8]), to_int(row.used)
+        )
     return found
 
 
@@ -151,22 +157,56 @@ def _values(inv: Inventory) -> dict[str, Any]:
     return {name: getattr(inv, name) for name in _FIELDS}
 
 
-def _apply(
-    conn: Connection, rp_id: int, changes: Mapping[str, Inventory | None], rc_ids: dict[str, int]
+def _plan(
+    current: Mapping[int, _Current],
+    changes: Mapping[str, Inventory | None],
+    rc_ids: Mapping[str, int],
+    replace_all: bool,
+) -> dict[int, tuple[str, Inventory | None]]:
+    """``{class id: (name, new inventory or None)}`` for every class to write."""
+    plan = {rc_ids[rc]: (rc, inv) for rc, inv in changes.items()}
+    for rc_id, (rc, inv) in plan.items():
+        if inv is None and rc_id not in current:
+            raise NotFound(
+                "rpquery.inventory.not_found", f"the provider has no inventory of {rc}", token=rc
+            )
+    if replace_all:
+        for rc_id, old in current.items():
+            plan.setdefault(rc_id, (old.name, None))
+    return plan
+
+
+def write_inventory_rows(
+    conn: Connection,
+    rp_id: int,
+    changes: Mapping[str, Inventory | None],
+    rc_ids: Mapping[str, int],
+    *,
+    replace_all: bool = False,
+    check_usage: bool = True,
 ) -> None:
-    """Check ``changes`` (class → new inventory, ``None`` = remove) against the current
-    rows and usage, then delete, update and insert (one statement each)."""
+    """Write a provider's inventory rows inside the caller's transaction (no generation
+    check: the caller claims it, e.g. with :func:`rpquery.providers.claim_generation`).
+
+    ``changes`` maps class name → new inventory, or ``None`` to remove it
+    (``rpquery.inventory.not_found`` if absent); with ``replace_all`` the classes not
+    named are removed too. ``rc_ids`` maps every named class to its id. With
+    ``check_usage`` the in-use and shrink rules apply; a reshaper that moves allocations
+    in the same transaction passes ``False`` and checks the final state itself.
+    One read, then at most one ``DELETE``, one ``UPDATE`` (executemany), one ``INSERT``.
+    """
     current = _read_current(conn, rp_id)
     drop: list[int] = []
     update: list[dict[str, Any]] = []
     insert: list[dict[str, Any]] = []
-    for rc, new in sorted(changes.items()):
-        old = current.get(rc_ids[rc])
-        _check_usage(rc, old, new)
+    for rc_id, (rc, new) in sorted(_plan(current, changes, rc_ids, replace_all).items()):
+        old = current.get(rc_id)
+        if check_usage:
+            _check_usage(rc, old, new)
         if new is None and old is not None:
             drop.append(old.row_id)
         elif new is not None and old is None:
-            insert.append({"resource_provider_id": rp_id, "resource_class_id": rc_ids[rc]})
+            insert.append({"resource_provider_id": rp_id, "resource_class_id": rc_id})
             insert[-1].update(_values(new))
         elif new is not None and old is not None and new != old.inventory:
             update.append({"row_id": old.row_id, **{f"v_{k}": v for k, v in _values(new).items()}})
@@ -202,35 +242,8 @@ def _write(
     with db.begin() as conn:
         rc_ids = catalog.require_resource_class_ids(conn, changes)
         rp_id = providers.claim_generation(conn, rp_uuid, generation)
-        if replace_all:
-            names = {rc_id: name for name, rc_id in _class_names(conn, rp_id).items()}
-            removed = {names[rc_id]: None for rc_id in names if rc_id not in rc_ids.values()}
-            changes = {**removed, **changes}
-            rc_ids = {**{name: rc_id for rc_id, name in names.items()}, **rc_ids}
-        elif any(inv is None for inv in changes.values()):
-            _require_present(conn, rp_id, changes, rc_ids)
-        _apply(conn, rp_id, changes, rc_ids)
+        write_inventory_rows(conn, rp_id, changes, rc_ids, replace_all=replace_all)
     return generation + 1
-
-
-def _class_names(conn: Connection, rp_id: int) -> dict[str, int]:
-    stmt = (
-        sa.select(resource_classes.c.name, resource_classes.c.id)
-        .join(inventories, inventories.c.resource_class_id == resource_classes.c.id)
-        .where(inventories.c.resource_provider_id == rp_id)
-    )
-    return {name: int(rc_id) for name, rc_id in conn.execute(stmt)}
-
-
-def _require_present(
-    conn: Connection, rp_id: int, changes: Mapping[str, Inventory | None], rc_ids: dict[str, int]
-) -> None:
-    have = set(_class_names(conn, rp_id))
-    for rc, inv in changes.items():
-        if inv is None and rc not in have:
-            raise NotFound(
-                "rpquery.inventory.not_found", f"the provider has no inventory of {rc}", token=rc
-            )
 
 
 # ---------------------------------------------------------------- public API

@@ -326,3 +326,20 @@ def test_docs_example_runs(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
         }
     finally:
         db.dispose()
+
+
+def test_already_bumped_providers_are_not_bumped_twice(db: Database, cn: Ref) -> None:
+    with db.begin() as conn:
+        other = provider(conn, "cn2", inventory={"VCPU": 4})
+    with db.begin() as conn:
+        conn.execute(
+            resource_providers.update()
+            .where(resource_providers.c.id == cn.id)
+            .values(generation=resource_providers.c.generation + 1)
+        )
+        alloc_api.write_consumer_allocations(
+            conn,
+            req(C1, {cn.uuid: {"VCPU": 1}, other.uuid: {"VCPU": 1}}),
+            already_bumped={cn.id},
+        )
+    assert gens(db) == {"cn1": 1, "cn2": 1}

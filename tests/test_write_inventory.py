@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from rpquery import catalog
 from rpquery import inventory as inv_api
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
@@ -53,8 +54,6 @@ def test_set_get_replace_delete(db: Database, cn: Ref) -> None:
 
 
 def test_custom_class_inventory(db: Database, cn: Ref) -> None:
-    from rpquery import catalog
-
     catalog.create_resource_class(db, "CUSTOM_GPU")
     inv_api.set_inventory(db, cn.uuid, "CUSTOM_GPU", Inventory(total=2), generation=0)
     assert inv_api.get_inventories(db, cn.uuid) == {"CUSTOM_GPU": Inventory(2, max_unit=2)}
@@ -162,3 +161,22 @@ def test_existing_overage_may_be_edited_without_shrinking(db: Database) -> None:
     assert inv_api.get_inventories(db, cn.uuid)["VCPU"].max_unit == 2
     with pytest.raises(InUse):
         inv_api.set_inventory(db, cn.uuid, "VCPU", Inventory(3), generation=1)
+
+
+def test_write_inventory_rows_inside_a_transaction(db: Database) -> None:
+    """The connection-level piece: no generation check, usage rules optional."""
+    with db.begin() as conn:
+        cn = provider(conn, "cn1", inventory={"VCPU": 8, "DISK_GB": 100})
+        allocate(conn, new_uuid(), cn, "VCPU", 6)
+    with pytest.raises(InUse), db.begin() as conn:
+        ids = catalog.require_resource_class_ids(conn, ["MEMORY_MB"])
+        inv_api.write_inventory_rows(
+            conn, cn.id, {"MEMORY_MB": Inventory(64)}, ids, replace_all=True
+        )
+    with db.begin() as conn:
+        ids = catalog.require_resource_class_ids(conn, ["MEMORY_MB"])
+        inv_api.write_inventory_rows(
+            conn, cn.id, {"MEMORY_MB": Inventory(64)}, ids, replace_all=True, check_usage=False
+        )
+    assert inv_api.get_inventories(db, cn.uuid) == {"MEMORY_MB": Inventory(64)}
+    assert generation(db, cn) == 0
