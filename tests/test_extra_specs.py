@@ -140,6 +140,13 @@ def test_nova_mode_ignores_other_namespaces_and_missing_key_fails() -> None:
     assert host_passes({}, [{"key": "1", FMC: "True"}], nova_compat=True)
 
 
+def test_nova_mode_checks_types_only() -> None:
+    assert FlavorFilter.from_specs({"k": "<or> ! <or> 1"}, nova_compat=True).nova_compat
+    with pytest.raises(InvalidRequest) as err:
+        FlavorFilter.from_specs({"k": 1}, nova_compat=True)  # type: ignore[dict-item]
+    assert err.value.code == "rpquery.extra_specs.bad_type"
+
+
 def test_nova_mode_or_is_word_based() -> None:
     assert nova_match("2", "<or> 1 <or> 2")
     assert not nova_match("<or>", "<or> 1 <or> 2")

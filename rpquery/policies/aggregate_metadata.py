@@ -345,7 +345,7 @@ def host_metadata_stmt(root_ids: Sequence[int], keys: Iterable[str], *, forced: 
 # --------------------------------------------------------------------- the policy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AggregateMetadataFilter:
     """The seed 000 flavor filter as a :class:`HostPolicy` (hosts = root providers).
 

@@ -178,13 +178,14 @@ def split_key(key: str) -> tuple[str, bool] | None:
     return None if plain == FORCE_KEY else (plain, optional)
 
 
-def validate_extra_specs(extra_specs: object) -> dict[str, str]:
+def validate_extra_specs(extra_specs: object, *, nova_compat: bool = False) -> dict[str, str]:
     """Check a flavor's extra specs before anything reaches the database.
 
     Raises :class:`InvalidRequest`: ``rpquery.extra_specs.bad_type`` (not a mapping of
     strings), ``rpquery.extra_specs.exclusive_sentinel`` (``!`` combined with another
     value), ``rpquery.extra_specs.bad_operand`` (an operator without its operand, or a
     numeric operator with a non-numeric operand), ``rpquery.extra_specs.empty_or``.
+    ``nova_compat=True`` checks the types only (nova accepts any string).
     """
     if not isinstance(extra_specs, Mapping):
         raise InvalidRequest(
@@ -198,7 +199,8 @@ def validate_extra_specs(extra_specs: object) -> dict[str, str]:
                 f"extra spec {key!r}: keys must be non-empty strings and values strings",
                 token=str(key),
             )
-        _check_value(key, value)
+        if not nova_compat:
+            _check_value(key, value)
         checked[key] = value
     return checked
 
@@ -307,7 +309,7 @@ class FlavorFilter:
     def from_specs(
         cls, extra_specs: Mapping[str, str], *, nova_compat: bool = False
     ) -> FlavorFilter:
-        specs = dict(extra_specs) if nova_compat else validate_extra_specs(extra_specs)
+        specs = validate_extra_specs(extra_specs, nova_compat=nova_compat)
         keys: list[FlavorKey] = []
         offered: dict[str, list[Alternative]] = {}
         for raw_key, value in specs.items():
