@@ -317,16 +317,20 @@ def fetch_summaries(
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
-    """The main statements of ``req`` (roots, sharing pairs, one per group), for
-    ``explain``; with ``limit`` the roots statement is the first batch's."""
+    """The main statements of ``req`` for ``explain``: the anchor-roots statement (the
+    first batch's when ``limit`` is set), then sharing pairs and one statement per group
+    as a full answer runs them (scoped by the roots statement, no sharing ids bound)."""
     batch = max(2 * req.limit, 20) if req.limit is not None else None
-    roots = roots_query(req, names, (), batch, False)
-    token: ScopeToken = "ids" if batch is not None else roots
+    out: list[Executable] = []
+    if batch is not None:
+        out.append(roots_query(req, names, (), batch, False))  # type: ignore[arg-type]
+    roots = roots_query(req, names, (), None, False)
+    if roots is not None and batch is None:
+        out.append(roots)
     key = names_key(names)
     rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
-    out: list[Executable] = [roots] if roots is not None else []
-    if names.sharing_trait is not None:
-        out.append(_stmt("sharing", None, key, token, rc_ids))
-    for g in req.groups:
-        out.append(_stmt("group" if g.resources else "resourceless", g, key, token, ()))
+    kinds = [("sharing", None, rc_ids)] if names.sharing_trait is not None else []
+    kinds += [("group" if g.resources else "resourceless", g, ()) for g in req.groups]
+    for kind, group, rcs in kinds:
+        out.append(_stmt(kind, group, key, roots, rcs).params(sharing_ids=[]))
     return out

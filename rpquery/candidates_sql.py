@@ -297,9 +297,9 @@ def tree_shape_stmt(roots: RootScope = None) -> Select:
 
 
 def _trees_of(rp: FromClause, provider_ids: Ids) -> ColumnElement[bool]:
-    some = resource_providers.alias("some")
+    chosen = resource_providers.alias("chosen")
     return rp.c.root_provider_id.in_(
-        sa.select(some.c.root_provider_id).where(some.c.id.in_(_ids(provider_ids)))
+        sa.select(chosen.c.root_provider_id).where(chosen.c.id.in_(_ids(provider_ids)))
     )
 
 

@@ -1,0 +1,104 @@
+"""Golden SQL: the read path's builders compiled for SQLite, PostgreSQL and MySQL
+without a database. The forbidden-trait clause must be a correlated ``NOT EXISTS`` in
+all three; traits, aggregates and capacity of a group live in one statement."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import Dialect
+
+from rpquery import candidates_sql as q
+from rpquery import clauses
+from rpquery.provider_list import providers_stmt
+from rpquery.request import parse_candidates, parse_providers
+from rpquery.tables import resource_providers
+
+DIALECTS = {
+    "sqlite": sqlite.dialect(),
+    "postgresql": postgresql.dialect(),
+    "mysql": mysql.dialect(),
+}
+NAMES = q.Names(
+    rc_ids={"VCPU": 0, "MEMORY_MB": 1, "DISK_GB": 2, "SRIOV_NET_VF": 3},
+    trait_ids={"CUSTOM_GPU": 100, "HW_CPU_X86_AVX2": 101, q.SHARING_TRAIT: 102},
+)
+AGG = "11111111-2222-4333-8444-555555555555"
+
+
+def sql(stmt: sa.ClauseElement, dialect: Dialect) -> str:
+    text = str(stmt.compile(dialect=dialect, compile_kwargs={"render_postcompile": True}))
+    return " ".join(text.split())
+
+
+@pytest.fixture(params=sorted(DIALECTS))
+def dialect(request: pytest.FixtureRequest) -> Dialect:
+    return DIALECTS[request.param]
+
+
+def test_forbidden_trait_is_correlated_not_exists(dialect: Dialect) -> None:
+    rp = resource_providers.alias("rp")
+    text = sql(sa.select(rp.c.id).where(clauses.lacks_any_trait(rp.c.id, [100])), dialect)
+    assert re.search(
+        r"WHERE NOT \(EXISTS \(SELECT 1 FROM resource_provider_traits AS rpt "
+        r"WHERE rpt.resource_provider_id = rp.id AND rpt.trait_id IN \(.+?\)\)\)",
+        text,
+    ), text
+
+
+def test_group_statement_is_one_select(dialect: Dialect) -> None:
+    req = parse_candidates(f"resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU&member_of=!{AGG}")
+    text = sql(q.group_rows_stmt(req.groups[0], NAMES, [1, 2], [7]), dialect)
+    assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_traits") == 1
+    assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_aggregates") == 1
+    # usage summed per (provider, class) row, correlated: no GROUP BY over the cloud
+    assert "sum(a.used)" in text.lower() and "GROUP BY" not in text
+    assert "a.resource_provider_id = inv.resource_provider_id" in text
+    assert "rp.root_provider_id IN (" in text and "rp.id IN (" in text
+
+
+def test_granular_required_traits_are_exists(dialect: Dialect) -> None:
+    req = parse_candidates("resources_G=VCPU:1&required_G=in:HW_CPU_X86_AVX2,CUSTOM_GPU")
+    text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect)
+    assert re.search(r"AND \(EXISTS \(SELECT 1 FROM resource_provider_traits AS rpt", text)
+    assert re.search(r"rpt.trait_id IN \(\S+, \S+\)\)", text), text
+
+
+def test_capacity_expression(dialect: Dialect) -> None:
+    req = parse_candidates("resources=VCPU:2")
+    text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect)
+    assert "(inv.total - inv.reserved) * inv.allocation_ratio" in text
+    assert "inv.min_unit <=" in text and "inv.max_unit >=" in text
+
+
+def test_roots_statement_random_limit(dialect: Dialect) -> None:
+    stmt = q.roots_stmt([101], [100], limit=10, randomize=True)
+    text = sql(stmt, dialect)
+    assert ("rand()" if dialect.name == "mysql" else "random()") in text
+    assert "LIMIT" in text and "NOT (EXISTS" in text
+
+
+def test_roots_statement_could_serve_uses_sharing(dialect: Dialect) -> None:
+    req = parse_candidates("resources=DISK_GB:10")
+    root = resource_providers.alias("root")
+    serve = [q.could_serve(req.groups[0], "DISK_GB", 10, NAMES, root.c.id)]
+    text = sql(q.roots_stmt([], [], (), serve, limit=20, root=root), dialect)
+    assert "tp.root_provider_id = root.id" in text and " OR (EXISTS" in text
+
+
+def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
+    text = sql(q.summary_stmt(q.ids_param("provider_ids")).params(provider_ids=[1, 2]), dialect)
+    assert "rp.root_provider_id IN (SELECT chosen.root_provider_id" in text
+    traits_text = sql(q.summary_traits_stmt([1]), dialect)
+    assert "JOIN traits AS t" in traits_text
+
+
+def test_provider_list_statement(dialect: Dialect) -> None:
+    req = parse_providers(f"resources=VCPU:1&required=HW_CPU_X86_AVX2,!CUSTOM_GPU&member_of={AGG}")
+    text = sql(providers_stmt(req, NAMES), dialect)
+    assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_traits") == 1
+    assert "rpa.resource_provider_id IN (rp.id)" in text
+    assert "ORDER BY rp.id" in text
