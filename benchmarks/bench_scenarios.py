@@ -135,9 +135,21 @@ def test_read(benchmark: Any, cloud: Context, name: str) -> None:
 
 @pytest.mark.skipif(not CONFIG.placement, reason="run with --placement")
 def test_placement_side_by_side(cloud: Context) -> None:
-    from benchmarks import placement
+    from benchmarks import side_by_side
 
-    placement.side_by_side(cloud, [REGISTRY[n] for n in READS], SCALE, _append)
+    try:
+        side_by_side.side_by_side(cloud, [REGISTRY[n] for n in READS], SCALE, _append)
+    except Exception as error:
+        _append(
+            "placement",
+            {
+                "scenario": "(all)",
+                "backend": cloud.backend,
+                "hosts": cloud.cloud.hosts,
+                "match": f"failed: {error!r}"[:500],
+            },
+        )
+        raise
 
 
 @pytest.mark.parametrize("name", WRITES)

@@ -283,7 +283,7 @@ def _explain_section(results: list[dict[str, Any]]) -> list[str]:
 def _placement_section(records: list[dict[str, Any]]) -> list[str]:
     md = ["## Side by side with OpenStack Placement", ""]
     if not records:
-        return [*md, "Not run (`make bench-placement` runs it)."]
+        return [*md, "Not run in this report (`make bench-placement` runs it)."]
     rows = [
         [
             r["scenario"],

@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     notes = dict(missing)
     placement_ok = False
     if args.placement:
-        from benchmarks import placement
+        from benchmarks import side_by_side
 
-        placement_ok, why = placement.ensure_venv()
+        placement_ok, why = side_by_side.ensure_venv()
         if not placement_ok:
             notes["placement"] = why
             print(f"PLACEMENT SKIPPED — {why}", file=sys.stderr)

@@ -1,0 +1,157 @@
+"""Side by side with OpenStack Placement: same database, same questions, latency ratio.
+
+``ensure_venv()`` installs ``openstack-placement`` (plus PyMySQL and psycopg) from PyPI
+into ``.venv-placement``; ``side_by_side()`` times each read scenario's Placement twin
+with ``placement_driver.py`` in that interpreter, compares the answers with rpquery's
+and appends one ``placement`` record per scenario to the run's records.
+``db_sync()`` runs ``placement-manage db sync`` on a URL (used by the migration test).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.config import Scale
+from benchmarks.scenarios import Context, Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv-placement"
+PYTHON = VENV / "bin" / "python"
+DRIVER = Path(__file__).with_name("placement_driver.py")
+PACKAGES = ("openstack-placement", "PyMySQL", "psycopg[binary]")
+
+
+def available() -> tuple[bool, str]:
+    """Whether ``.venv-placement`` exists and can import Placement."""
+    if not PYTHON.exists():
+        return False, f"{VENV} does not exist (make bench-placement creates it)"
+    done = subprocess.run(
+        [str(PYTHON), "-c", "import placement.deploy, pymysql, psycopg"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        return False, f"Placement does not import in {VENV}: {done.stderr.strip()[-300:]}"
+    return True, ""
+
+
+def ensure_venv() -> tuple[bool, str]:
+    """Create ``.venv-placement`` and install Placement from PyPI unless it works already."""
+    ok, why = available()
+    if ok:
+        return ok, why
+    try:
+        if not PYTHON.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run(
+            [str(PYTHON), "-m", "pip", "install", "-q", *PACKAGES],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except subprocess.CalledProcessError as error:
+        return False, f"installing {', '.join(PACKAGES)} failed: {str(error.stderr)[-300:]}"
+    return available()
+
+
+def placement_url(ctx: Context) -> str:
+    return ctx.db.url.render_as_string(hide_password=False)
+
+
+def run_driver(url: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(requests, fh)
+    done = subprocess.run(
+        [str(PYTHON), str(DRIVER), url, fh.name], capture_output=True, text=True, timeout=1800
+    )
+    Path(fh.name).unlink(missing_ok=True)
+    if done.returncode:
+        raise RuntimeError(f"Placement driver failed: {done.stderr.strip()[-800:]}")
+    return dict(json.loads(done.stdout))
+
+
+def db_sync(url: str) -> subprocess.CompletedProcess[str]:
+    """``placement-manage db sync`` against ``url`` (a config file names the database)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as fh:
+        fh.write(f"[placement_database]\nconnection = {url}\n")
+    try:
+        return subprocess.run(
+            [str(VENV / "bin" / "placement-manage"), "--config-file", fh.name, "db", "sync"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        Path(fh.name).unlink(missing_ok=True)
+
+
+def side_by_side(
+    ctx: Context,
+    scenarios: Sequence[Scenario],
+    scale: Scale,
+    append: Callable[[str, dict[str, Any]], None],
+) -> None:
+    """Time every runnable read scenario on Placement and compare answers."""
+    prepared = {}
+    for sc in scenarios:
+        if sc.missing() is None:
+            p = sc.build(ctx)
+            if p.placement is not None and p.answer is not None:
+                prepared[sc.name] = p
+    rounds = scale.min_rounds  # Placement can be slow at scale: a few rounds suffice
+    asked = [
+        {"name": n, "path": p.placement.path, "rounds": rounds}  # type: ignore[union-attr]
+        for n, p in prepared.items()
+    ]
+    theirs = run_driver(placement_url(ctx), asked)
+    for name, p in prepared.items():
+        append("placement", _compare(ctx, name, p, theirs[name], rounds))
+
+
+def _compare(
+    ctx: Context, name: str, p: Any, answer: dict[str, Any], rounds: int
+) -> dict[str, Any]:
+    import time
+
+    ours_times = []
+    result = None
+    for _ in range(rounds):
+        started = time.perf_counter()
+        result = p.answer()
+        ours_times.append(time.perf_counter() - started)
+    record: dict[str, Any] = {
+        "scenario": name,
+        "backend": ctx.backend,
+        "hosts": ctx.cloud.hosts,
+        "rpquery_ms": round(statistics.median(ours_times) * 1000, 2),
+    }
+    if answer["status"] != 200:
+        detail = json.dumps(answer["body"])[:300]
+        return {**record, "match": f"Placement HTTP {answer['status']}: {detail}"}
+    record["placement_ms"] = round(statistics.median(answer["times"]) * 1000, 2)
+    record["ratio"] = round(record["placement_ms"] / max(record["rpquery_ms"], 1e-3), 2)
+    mine = p.placement.normalize_ours(result)
+    other = p.placement.normalize_theirs(answer["body"])
+    if p.placement.exact:
+        record["match"] = "same" if mine == other else _diff(mine, other)
+    else:
+        record["match"] = f"counts {_size(mine)} vs {_size(other)} (limit: random samples)"
+    return record
+
+
+def _size(value: Any) -> int:
+    return len(value) if hasattr(value, "__len__") else 1
+
+
+def _diff(mine: Any, other: Any) -> str:
+    if isinstance(mine, set) and isinstance(other, set):
+        only_ours, only_theirs = len(mine - other), len(other - mine)
+        return f"DIFFERENT: {only_ours} only in rpquery, {only_theirs} only in Placement"
+    return f"DIFFERENT: rpquery {str(mine)[:150]} vs Placement {str(other)[:150]}"
