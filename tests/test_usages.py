@@ -166,7 +166,12 @@ def test_consumer_type_change_moves_usage(db: Database) -> None:
 
 def test_consumer_and_provider_views(db: Database) -> None:
     ids, nodes = build(db)
-    view = usages.consumer_allocations(db, ids["inst3"])
+    with db.count_statements() as counter:
+        view = usages.consumer_allocations(db, ids["inst3"])
+        usages.provider_usages(db, nodes["cn1"].uuid)
+        usages.provider_allocations(db, nodes["cn1"].uuid)
+        usages.project_usages_total(db, P, user_id=U2)
+    assert counter.count == 4  # one statement per question
     assert usages.render_consumer_allocations(view) == {
         "allocations": {
             nodes["cn1"].uuid: {"generation": 0, "resources": {"VCPU": 2, "MEMORY_MB": 512}},
