@@ -327,3 +327,29 @@ def test_cli_set_show_unset(db: Database) -> None:
     code, out = run("unset", AGG, "missing")
     assert code == 1 and "rpquery.aggregate_metadata.key_not_found" in out
     assert json.loads(run("show", AGG, "--json")[1])["metadata"] == {"ssd": "true"}
+
+
+def test_cli_candidates_with_extra_specs(db: Database) -> None:
+    """``rpquery candidates --extra-specs`` (the CLI engineer's command) goes through
+    :func:`policy_from_cli`."""
+    build(db, {"ssd": {"disk": "ssd"}}, {"incl_ssd": ["ssd"], "excl_plain": []})
+    with db.connect() as conn:
+        uuids = dict(
+            conn.execute(sa.select(resource_providers.c.name, resource_providers.c.uuid)).all()
+        )
+    url = db.url.render_as_string(hide_password=False)
+    runner = CliRunner()
+
+    def candidates(*extra: str) -> tuple[int, str]:
+        args = ["--db", url, "candidates", "resources=VCPU:1", "--json", *extra]
+        result = runner.invoke(main, args)
+        return result.exit_code, result.output
+
+    code, out = candidates("--extra-specs", '{"disk": "ssd"}')
+    assert code == 0, out
+    roots = {rp for ar in json.loads(out)["allocation_requests"] for rp in ar["allocations"]}
+    assert roots == {uuids["incl_ssd"]}
+    code, out = candidates("--extra-specs", '{"disk": "ssd"}', "--nova-compat")
+    assert code == 0 and uuids["excl_plain"] not in out
+    code, out = candidates("--extra-specs", "{oops")
+    assert code == 2 and "rpquery.extra_specs.bad_json" in out
