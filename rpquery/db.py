@@ -175,7 +175,9 @@ def _sqlite_on_begin(conn: Connection) -> None:
     # instead of failing on a lock upgrade. Reads stay deferred.
     # Sent on the raw connection so tracers count only rpquery's own statements.
     immediate = conn.get_execution_options().get("rpquery_write")
-    conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    raw.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 @contextmanager

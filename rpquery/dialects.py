@@ -139,7 +139,8 @@ def capacity_expr(
     total: ColumnElement[int], reserved: ColumnElement[int], ratio: ColumnElement[float]
 ) -> ColumnElement[float]:
     """``(total - reserved) * allocation_ratio`` — the same expression everywhere."""
-    return (total - reserved) * ratio
+    capacity: ColumnElement[float] = (total - reserved) * ratio
+    return capacity
 
 
 # ---------------------------------------------------------------- error classification

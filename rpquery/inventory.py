@@ -64,7 +64,7 @@ def _bad(rc: str, field: str, detail: str) -> InvalidRequest:
 
 def check_inventory(rc: str, inv: Inventory) -> Inventory:
     """Check one inventory without the database: total > 0, 0 <= reserved <= total,
-    1 <= min_unit <= max_unit <= total, step_size >= 1, allocation_ratio > 0, all ints
+    1 <= min_unit <= max_unit, step_size >= 1, allocation_ratio > 0, all ints
     below 2**31 (``InvalidRequest`` ``rpquery.inventory.bad_<field>``, token ``RC.field``).
     """
     catalog.check_resource_class_name(rc)
@@ -82,8 +82,6 @@ def check_inventory(rc: str, inv: Inventory) -> Inventory:
         raise _bad(rc, "reserved", f"reserved {inv.reserved} exceeds total {inv.total}")
     if inv.min_unit < 1 or inv.min_unit > max_unit:
         raise _bad(rc, "min_unit", f"min_unit {inv.min_unit} must be in 1..max_unit {max_unit}")
-    if max_unit > inv.total:
-        raise _bad(rc, "max_unit", f"max_unit {max_unit} exceeds total {inv.total}")
     if inv.step_size < 1:
         raise _bad(rc, "step_size", f"step_size must be >= 1, got {inv.step_size}")
     return inv

@@ -68,7 +68,7 @@ def test_custom_class_inventory(db: Database, cn: Ref) -> None:
         (Inventory(total=4, reserved=5), "rpquery.inventory.bad_reserved", "VCPU.reserved"),
         (Inventory(total=4, min_unit=0), "rpquery.inventory.bad_min_unit", "VCPU.min_unit"),
         (Inventory(4, min_unit=3, max_unit=2), "rpquery.inventory.bad_min_unit", "VCPU.min_unit"),
-        (Inventory(total=4, max_unit=5), "rpquery.inventory.bad_max_unit", "VCPU.max_unit"),
+        (Inventory(total=4, max_unit=-1), "rpquery.inventory.bad_max_unit", "VCPU.max_unit"),
         (Inventory(total=4, step_size=0), "rpquery.inventory.bad_step_size", "VCPU.step_size"),
         (Inventory(4, allocation_ratio=0.0), "rpquery.inventory.bad_allocation_ratio", None),
         (Inventory(total=2**31), "rpquery.inventory.bad_total", "VCPU.total"),
