@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Table, exc, func, select
 from sqlalchemy.dialects import mysql as mysql_dialect
@@ -139,8 +139,7 @@ def capacity_expr(
     total: ColumnElement[int], reserved: ColumnElement[int], ratio: ColumnElement[float]
 ) -> ColumnElement[float]:
     """``(total - reserved) * allocation_ratio`` — the same expression everywhere."""
-    capacity: ColumnElement[float] = (total - reserved) * ratio
-    return capacity
+    return cast(ColumnElement[float], (total - reserved) * ratio)
 
 
 # ---------------------------------------------------------------- error classification
