@@ -494,17 +494,15 @@ def _write_topology(writer: _Writer, plan: _Plan) -> None:
 def _write_allocations(
     writer: _Writer, plan: _Plan, spec: CloudSpec, ids: _Ids, people: _People
 ) -> int:
-    estimate = int(len(plan.hosts) * 60 * spec.fill)
+    # About 86 allocation rows (28 consumers) per host at fill=1 with the default mix.
+    estimate = int(len(plan.hosts) * 86 * spec.fill)
     n_consumers = 0
     for chunk in _chunks(_instances(plan, spec, ids, people), CHUNK // 3):
-        writer.write(consumers, CONSUMER_COLS, [c for c, _ in chunk])
+        done = writer.rows.get("consumers", 0) + len(chunk)
+        writer.write(consumers, CONSUMER_COLS, [c for c, _ in chunk], max(estimate // 3, done))
         rows = [row for _, allocs in chunk for row in allocs]
-        writer.write(
-            allocations,
-            ALLOCATION_COLS,
-            rows,
-            max(estimate, writer.rows.get("allocations", 0) + len(rows)),
-        )
+        done = writer.rows.get("allocations", 0) + len(rows)
+        writer.write(allocations, ALLOCATION_COLS, rows, max(estimate, done))
         n_consumers += len(chunk)
     return n_consumers
 
