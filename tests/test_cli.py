@@ -18,6 +18,7 @@ from tests.conftest import _ran
 Invoke = Callable[..., Result]
 CONSUMER = "5d6e3f1a-7b2c-4d8e-9f0a-1b2c3d4e5f60"
 PROJECT = "project-42-0000"
+OTHER_AGG = "00000000-0000-4000-8000-000000000001"
 
 
 def _invoker(url: str) -> Invoke:
@@ -230,8 +231,19 @@ def test_release_bad_input(cli: Invoke) -> None:
 def test_tour_on_a_fresh_database_then_again(fresh_cli: Invoke) -> None:
     first = fresh_cli("tour")
     assert first.exit_code == 0, first.output
+    for heading in (
+        "Load a sample cloud",
+        "must not have a GPU",
+        "A granular request",
+        "by consumer type",
+        "aggregate metadata",
+        "soft-anti-affinity",
+    ):
+        assert heading in first.output, heading
     assert "$ rpquery load --hosts" in first.output
-    assert "by consumer type" in first.output and "INSTANCE" in first.output
+    assert "[_NET]" in first.output and "INSTANCE" in first.output
+    # The tour undid its own writes: no group, no allocations of project "tour".
+    assert json.loads(fresh_cli("usages", "project_id=tour", "--json").stdout) == {"usages": {}}
     second = fresh_cli("tour")
     assert second.exit_code == 0, second.output
     assert "reusing the" in second.output and "$ rpquery load" not in second.output
@@ -345,3 +357,51 @@ def test_explain_bad_input(cli: Invoke) -> None:
         "rpquery.trait.bad_name",
         "lower_case",
     )
+
+
+def test_explain_provider_list(cli: Invoke) -> None:
+    result = cli("explain", "--providers", "required=!CUSTOM_GPU&resources=VCPU:1", "--json")
+    assert result.exit_code == 0, result.output
+    statements = json.loads(result.stdout)["statements"]
+    assert any("resource_provider_traits" in s["sql"] for s in statements)
+    bad = cli("explain", "--providers", "resources_X=VCPU:1")
+    assert bad.exit_code == 2 and "rpquery.request." in bad.stderr
+
+
+# ---------------------------------------------------------------- providers
+
+
+def test_providers_query_syntax_and_flags_agree(cli: Invoke) -> None:
+    by_query = cli("providers", "required=CUSTOM_GPU&member_of=!" + OTHER_AGG, "--json")
+    by_flags = cli(
+        "providers", "--required", "CUSTOM_GPU", "--member-of", "!" + OTHER_AGG, "--json"
+    )
+    assert by_query.exit_code == 0, by_query.output
+    found = json.loads(by_query.stdout)["resource_providers"]
+    assert found and found == json.loads(by_flags.stdout)["resource_providers"]
+    gpu_free = json.loads(cli("providers", "required=!CUSTOM_GPU", "--json").stdout)
+    assert not {p["uuid"] for p in found} & {p["uuid"] for p in gpu_free["resource_providers"]}
+
+
+def test_providers_table_names_parents(cli: Invoke) -> None:
+    result = cli("providers", "--in-tree", _a_nested_host(cli))
+    assert result.exit_code == 0, result.output
+    assert "_numa0" in result.output and "providers" in result.output
+
+
+def _a_nested_host(cli: Invoke) -> str:
+    body = json.loads(cli("providers", "name=cn000001_numa0", "--json").stdout)
+    return str(body["resource_providers"][0]["root_provider_uuid"])
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "token"),
+    [
+        ("name=a&name=b", "rpquery.request.duplicate_parameter", "name"),
+        ("required=HW_CPU_X86_AVX2,!HW_CPU_X86_AVX2", "rpquery.trait.conflict", "HW_CPU_X86_AVX2"),
+        ("resources_X=VCPU:1", "rpquery.request.unknown_parameter", "_X"),
+    ],
+)
+def test_providers_bad_input(cli: Invoke, query: str, code: str, token: str) -> None:
+    assert_bad_request(cli("providers", query), code, token)
+    assert_json_error(cli("providers", query, "--json"), code)

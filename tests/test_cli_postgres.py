@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from rpquery.db import Database
 from rpquery.tables import inventories, resource_classes, resource_providers
+from rpquery.usages import project_usages
 from tests.conftest import _ran
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -37,8 +39,6 @@ def pg_url(database_url) -> str:  # type: ignore[no-untyped-def]
     """A fresh PostgreSQL database, upgraded and loaded through the command line."""
     url = database_url("postgresql")
     run = _runner(url)
-    upgraded = run("db", "upgrade")
-    assert upgraded.returncode == 0, upgraded.stderr
     loaded = run("load", "--hosts", "30", "--seed", "42", "--no-progress")
     assert loaded.returncode == 0, loaded.stderr
     assert "loaded 30 hosts" in loaded.stdout
@@ -75,35 +75,55 @@ def assert_bad_request(done: subprocess.CompletedProcess[str], code: str, token:
     assert len(lines) == 1 and code in lines[0] and token in lines[0], done.stderr
 
 
-def test_db_status(run: Run) -> None:
-    done = run("db", "status", "--json")
+def _json(done: subprocess.CompletedProcess[str]) -> Any:
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["up_to_date"] is True
+    return json.loads(done.stdout)
 
 
-def test_load_bad_spec_is_refused(run: Run) -> None:
-    done = run("load", "--hosts", "-3")
-    assert done.returncode == 2 and "--hosts" in done.stderr
-
-
-def test_usages_grouped_by_type_on_postgresql(run: Run) -> None:
-    """Placement answers this with HTTP 500 on PostgreSQL (GroupingError)."""
-    done = run("usages", f"project_id={PROJECT}", "--json")
-    assert done.returncode == 0, done.stderr
-    usages = json.loads(done.stdout)["usages"]
+def test_read_commands(run: Run) -> None:
+    """db status, usages (grouped by type: Placement answers HTTP 500 here on
+    PostgreSQL), candidates, providers and explain, one process each."""
+    assert _json(run("db", "status", "--json"))["up_to_date"] is True
+    usages = _json(run("usages", f"project_id={PROJECT}", "--json"))["usages"]
     assert "INSTANCE" in usages and usages["INSTANCE"]["consumer_count"] > 0
-    total = json.loads(run("usages", f"project_id={PROJECT}&consumer_type=all", "--json").stdout)
-    assert total["usages"]["all"]["consumer_count"] == sum(
-        g["consumer_count"] for g in usages.values()
+    body = _json(
+        run("candidates", "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=3", "--json")
     )
+    assert 0 < len(body["allocation_requests"]) <= 3
+    assert all("CUSTOM_GPU" not in s["traits"] for s in body["provider_summaries"].values())
+    found = _json(run("providers", "required=CUSTOM_GPU", "--json"))["resource_providers"]
+    assert found and all(p["root_provider_uuid"] == p["uuid"] for p in found)
+    explained = _json(run("explain", "resources=VCPU:1&required=!CUSTOM_GPU&limit=10", "--json"))
+    assert explained["backend"] == "postgresql"
+    plans = [s["plan"] for s in explained["statements"]]
+    assert plans and all(p and "QUERY PLAN" in p[0] for p in plans)
+    assert any("NOT (EXISTS" in s["sql"] for s in explained["statements"])
 
 
-def test_usages_bad_input(run: Run) -> None:
-    assert_bad_request(
-        run("usages", "project_id=p&consumer_type=Lower"),
-        "rpquery.consumer_type.bad_name",
-        "Lower",
-    )
+@pytest.mark.parametrize(
+    ("args", "code", "token"),
+    [
+        (
+            ["usages", "project_id=p&consumer_type=Lower"],
+            "rpquery.consumer_type.bad_name",
+            "Lower",
+        ),
+        (
+            ["candidates", "resources=VCPU:1&required=CUSTOM_GPU,!CUSTOM_GPU"],
+            "rpquery.trait.conflict",
+            "CUSTOM_GPU",
+        ),
+        (["providers", "resources_X=VCPU:1"], "rpquery.request.unknown_parameter", "_X"),
+        (["explain", "resources=VCPU:1&required=lower"], "rpquery.trait.bad_name", "lower"),
+    ],
+)
+def test_bad_input_exits_2_naming_token_and_code(
+    run: Run, args: list[str], code: str, token: str
+) -> None:
+    assert_bad_request(run(*args), code, token)
+
+
+def test_bad_input_with_json_goes_to_stderr(run: Run) -> None:
     done = run("usages", "user_id=u", "--json")
     assert done.returncode == 2 and done.stdout == ""
     assert json.loads(done.stderr)["errors"][0]["code"] == "rpquery.usages.missing_project"
@@ -111,29 +131,34 @@ def test_usages_bad_input(run: Run) -> None:
 
 def test_claim_and_release(run: Run, pg_url: str) -> None:
     host = _a_flat_host(pg_url)
-    claimed = run(
-        "claim",
-        f"{host}=VCPU:1,MEMORY_MB:512",
-        "--consumer",
-        CONSUMER,
-        "--project",
-        "pg-demo",
-        "--user",
-        "u",
-        "--consumer-type",
-        "INSTANCE",
-        "--json",
+    claimed = _json(
+        run(
+            "claim",
+            f"{host}=VCPU:1,MEMORY_MB:512",
+            "--consumer",
+            CONSUMER,
+            "--project",
+            "pg-demo",
+            "--user",
+            "u",
+            "--consumer-type",
+            "INSTANCE",
+            "--json",
+        )
     )
-    assert claimed.returncode == 0, claimed.stderr
-    assert json.loads(claimed.stdout)["allocations"][host]["resources"]["VCPU"] == 1
-    usages = json.loads(run("usages", "--project", "pg-demo", "--json").stdout)["usages"]
-    assert usages == {"INSTANCE": {"consumer_count": 1, "VCPU": 1, "MEMORY_MB": 512}}
-    released = run("release", CONSUMER)
-    assert released.returncode == 0, released.stderr
-    assert json.loads(run("usages", "--project", "pg-demo", "--json").stdout)["usages"] == {}
+    assert claimed["allocations"][host]["resources"] == {"VCPU": 1, "MEMORY_MB": 512}
+    db = Database(pg_url)
+    try:
+        report = project_usages(db, "pg-demo")
+        assert [(g.consumer_type, g.consumer_count) for g in report.groups] == [("INSTANCE", 1)]
+        released = run("release", CONSUMER)
+        assert released.returncode == 0, released.stderr
+        assert project_usages(db, "pg-demo").groups == ()
+    finally:
+        db.dispose()
 
 
-def test_claim_bad_input(run: Run, pg_url: str) -> None:
+def test_claim_and_release_bad_input(run: Run, pg_url: str) -> None:
     host = _a_flat_host(pg_url)
     assert_bad_request(
         run(
@@ -149,33 +174,4 @@ def test_claim_bad_input(run: Run, pg_url: str) -> None:
         "rpquery.allocation.bad_amount",
         "0",
     )
-    missing = run("release", CONSUMER)
-    assert missing.returncode == 1 and "rpquery.consumer.not_found" in missing.stderr
-
-
-def test_candidates_on_postgresql(run: Run) -> None:
-    done = run(
-        "candidates", "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=3", "--json"
-    )
-    assert done.returncode == 0, done.stderr
-    body = json.loads(done.stdout)
-    assert 0 < len(body["allocation_requests"]) <= 3
-    assert all("CUSTOM_GPU" not in s["traits"] for s in body["provider_summaries"].values())
-
-
-def test_candidates_bad_input(run: Run) -> None:
-    assert_bad_request(
-        run("candidates", "resources=VCPU:1&required=CUSTOM_GPU,!CUSTOM_GPU"),
-        "rpquery.trait.conflict",
-        "CUSTOM_GPU",
-    )
-
-
-def test_explain_shows_postgresql_plan(run: Run) -> None:
-    done = run("explain", "resources=VCPU:1&required=!CUSTOM_GPU&limit=10", "--json")
-    assert done.returncode == 0, done.stderr
-    body = json.loads(done.stdout)
-    assert body["backend"] == "postgresql"
-    plans = [s["plan"] for s in body["statements"]]
-    assert plans and all(p and "QUERY PLAN" in p[0] for p in plans)
-    assert any("NOT (EXISTS" in s["sql"] for s in body["statements"])
+    assert_bad_request(run("release", "not-a-uuid"), "rpquery.consumer.bad_uuid", "not-a-uuid")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -79,6 +80,9 @@ def handles_errors(fn: F) -> F:
             ctx.exit(2 if isinstance(exc, InvalidRequest) else 1)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except BrokenPipeError:  # `rpquery ... | head`: stop quietly
+            _silence_stdout()
+            ctx.exit(1)
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if debug:
                 traceback.print_exc()
@@ -86,6 +90,14 @@ def handles_errors(fn: F) -> F:
             ctx.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (click's test runner)
+        pass
 
 
 def _detail(exc: RpqueryError) -> str:

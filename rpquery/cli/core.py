@@ -10,6 +10,7 @@ or both (flags are appended to the query); ``--json`` prints Placement's body.
 
 from __future__ import annotations
 
+import sys
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -57,10 +58,15 @@ def _progress_bar(enabled: bool) -> Iterator[generator.Progress | None]:
     if not enabled:
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
     bar = Progress(
-        TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), transient=True
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        transient=True,
+        console=Console(stderr=True),
     )
     tasks: dict[str, TaskID] = {}
 
@@ -114,7 +120,11 @@ def _progress_bar(enabled: bool) -> Iterator[generator.Progress | None]:
     show_default=True,
     help="Provider name prefix (change it to load a second cloud).",
 )
-@click.option("--progress/--no-progress", default=True, help="Show a progress bar.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar on stderr [default: when stderr is a terminal].",
+)
 @json_option
 @handles_errors
 def load(
@@ -124,7 +134,7 @@ def load(
     seed: int,
     fill: float,
     name_prefix: str,
-    progress: bool,
+    progress: bool | None,
     as_json: bool,
 ) -> None:
     """Load a sample cloud (upgrading the schema first), in one transaction."""
@@ -136,7 +146,9 @@ def load(
         fill=fill,
         name_prefix=name_prefix,
     )
-    with _progress_bar(progress and not as_json) as report:
+    if progress is None:
+        progress = sys.stderr.isatty()
+    with _progress_bar(progress) as report:
         summary = generator.load_cloud(get_db(), spec, progress=report)
     if as_json:
         emit_json(

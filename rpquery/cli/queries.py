@@ -1,4 +1,5 @@
-"""``rpquery candidates`` and ``rpquery explain``: the read path from the command line.
+"""``rpquery providers``, ``rpquery candidates`` and ``rpquery explain``: the read path
+from the command line.
 
 Both take Placement's query syntax as one argument, friendly flags, or both (flags are
 appended to the query, so ``--required`` adds one more ``required=`` term):
@@ -20,7 +21,8 @@ from typing import Any
 
 import click
 
-from rpquery.candidates import allocation_candidates, candidate_statements
+from rpquery import provider_list
+from rpquery.candidates import allocation_candidates
 from rpquery.candidates_results import AllocationCandidates
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
@@ -29,7 +31,8 @@ from rpquery.dialects import explain_prefix
 from rpquery.errors import DatabaseError, InvalidRequest
 from rpquery.policies import aggregate_metadata, server_groups
 from rpquery.policies.base import HostPolicy
-from rpquery.request import CandidatesRequest, parse_candidates
+from rpquery.provider_list import list_providers
+from rpquery.request import CandidatesRequest, parse_candidates, parse_providers
 
 Params = dict[str, list[str]]
 
@@ -178,75 +181,160 @@ def candidates(
         show_candidates(result, "allocation candidates")
 
 
+# ---------------------------------------------------------------- providers
+
+
+@click.command("providers")
+@click.argument("query", required=False)
+@click.option("--uuid", help="Only the provider with this uuid.")
+@click.option("--name", help="Only the provider with this name.")
+@click.option("--resources", help="CLASS:AMOUNT,... the provider itself has room for.")
+@click.option("--required", multiple=True, help="Traits: A,!B or in:A,B (repeatable).")
+@click.option("--member-of", multiple=True, help="Aggregates: uuid, in:a,b, !uuid.")
+@click.option("--in-tree", help="Only the tree of this provider uuid.")
+@click.option("--extra-specs", help="Flavor extra specs as a JSON object (aggregate metadata).")
+@click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does.")
+@click.option("--server-group", help="Filter and order by this server group's policy.")
+@json_option
+@handles_errors
+def providers(
+    query: str | None,
+    uuid: str | None,
+    name: str | None,
+    resources: str | None,
+    required: tuple[str, ...],
+    member_of: tuple[str, ...],
+    in_tree: str | None,
+    extra_specs: str | None,
+    nova_compat: bool,
+    server_group: str | None,
+    as_json: bool,
+) -> None:
+    """Resource providers (GET /resource_providers, microversion 1.39).
+
+    QUERY is Placement's syntax, e.g. 'required=CUSTOM_GPU&resources=VCPU:4'.
+    """
+    params = multidict(
+        _pairs(
+            query,
+            ("uuid", uuid),
+            ("name", name),
+            ("resources", resources),
+            *_repeat("required", required),
+            *_repeat("member_of", member_of),
+            ("in_tree", in_tree),
+        )
+    )
+    request = parse_providers(params)
+    db = get_db()
+    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    found = list_providers(db, request, policies=policies)
+    if as_json:
+        emit_json(provider_list.to_placement(found))
+        return
+    names = {p.uuid: p.name or p.uuid for p in found}
+    emit_table(
+        "resource providers",
+        ["name", "uuid", "generation", "parent", "root"],
+        (
+            [
+                p.name,
+                p.uuid,
+                p.generation,
+                names.get(p.parent_uuid, p.parent_uuid) if p.parent_uuid else None,
+                names.get(p.root_uuid, p.root_uuid) if p.root_uuid != p.uuid else None,
+            ]
+            for p in found
+        ),
+    )
+    click.echo(f"{len(found)} providers")
+
+
 # ---------------------------------------------------------------- explain
 
 
 @dataclasses.dataclass(frozen=True)
 class ExplainedStatement:
-    """One statement of a request: its SQL for this backend and the backend's plan
-    (``plan_error`` when the backend cannot explain it as built)."""
+    """One statement a request sent: its SQL as the driver received it, its
+    parameters, and the backend's plan (``plan_error`` when the backend refused)."""
 
     sql: str
+    params: Any
     columns: tuple[str, ...] = ()
     rows: tuple[tuple[Any, ...], ...] = ()
     plan_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         plan = [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-        return {"sql": self.sql, "plan": plan, "plan_error": self.plan_error}
+        params = self.params if isinstance(self.params, dict) else list(self.params or ())
+        return {"sql": self.sql, "params": params, "plan": plan, "plan_error": self.plan_error}
 
 
-def explain_statement(
-    db: Database, statement: Any, *, plan: bool, analyze: bool
-) -> ExplainedStatement:
-    """The statement's SQL and, with ``plan``, the database's plan for it."""
-    sql = _sql_text(db, statement)
-    if not plan:
-        return ExplainedStatement(sql)
-    compiled = statement.compile(
-        dialect=db.engine.dialect, compile_kwargs={"render_postcompile": True}
-    )
-    params: Any = dict(compiled.params)
-    if compiled.positional and compiled.positiontup is not None:
-        params = tuple(compiled.params[name] for name in compiled.positiontup)
+def capture_statements(db: Database, run: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """Run ``run()`` once and return the ``(sql, params)`` of every query it sent, as
+    the driver received them: the exact statements, on this backend, with their values.
+    """
+    seen: list[tuple[str, Any]] = []
+
+    def tracer(sql: str, params: Any) -> None:
+        if sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            seen.append((sql, params))
+
+    db.add_tracer(tracer)
+    try:
+        run()
+    finally:
+        db.remove_tracer(tracer)
+    return seen
+
+
+def explain_statement(db: Database, sql: str, params: Any, *, analyze: bool) -> ExplainedStatement:
+    """The backend's plan for one captured statement."""
     prefix = explain_prefix(db.dialect_name, analyze=analyze)
     try:
         with db.connect() as conn:
-            result = conn.exec_driver_sql(prefix + compiled.string, params)
+            result = conn.exec_driver_sql(prefix + sql, params)
             columns = tuple(result.keys())
             rows = tuple(tuple(row) for row in result)
     except DatabaseError as exc:
-        return ExplainedStatement(sql, plan_error=exc.detail)
-    return ExplainedStatement(sql, columns, rows)
-
-
-def _sql_text(db: Database, statement: Any) -> str:
-    """The statement as the backend receives it, with values inlined when possible."""
-    try:
-        compiled = statement.compile(
-            dialect=db.engine.dialect, compile_kwargs={"literal_binds": True}
-        )
-    except Exception:  # noqa: BLE001 - some bound types cannot be inlined
-        compiled = statement.compile(dialect=db.engine.dialect)
-    text = str(compiled)
-    if db.engine.dialect.paramstyle in ("format", "pyformat"):
-        text = text.replace("%%", "%")  # the driver's escape, not SQL
-    return text
+        return ExplainedStatement(sql, params, plan_error=exc.detail)
+    return ExplainedStatement(sql, params, columns, rows)
 
 
 @click.command("explain")
 @request_options
+@click.option(
+    "--providers",
+    "as_providers",
+    is_flag=True,
+    help="Explain the provider list (GET /resource_providers) instead.",
+)
 @click.option("--analyze", is_flag=True, help="Run the statements (EXPLAIN ANALYZE).")
-@click.option("--plan/--no-plan", default=True, help="Ask the database for its plan.")
+@click.option("--plan/--no-plan", default=True, help="Ask the database for its plans.")
 @json_option
 @handles_errors
-def explain(query: str | None, analyze: bool, plan: bool, as_json: bool, **flags: Any) -> None:
-    """The SQL rpquery runs for a candidates request on this backend, and its plan."""
-    request = parse_candidates(candidate_params(query, flags))
+def explain(
+    query: str | None, as_providers: bool, analyze: bool, plan: bool, as_json: bool, **flags: Any
+) -> None:
+    """The SQL a request sends to this backend (every statement, with its values) and
+    the database's plan for each.
+
+    QUERY is Placement's syntax, as for ``candidates`` (or ``providers`` with
+    --providers).
+    """
+    params = candidate_params(query, flags)
     db = get_db()
+    if as_providers:
+        providers_request = parse_providers(params)
+        sent = capture_statements(db, lambda: list_providers(db, providers_request))
+    else:
+        request = parse_candidates(params)
+        sent = capture_statements(db, lambda: allocation_candidates(db, request))
     out = [
-        explain_statement(db, statement, plan=plan, analyze=analyze)
-        for statement in candidate_statements(db, request)
+        explain_statement(db, sql, values, analyze=analyze)
+        if plan
+        else ExplainedStatement(sql, values)
+        for sql, values in sent
     ]
     if as_json:
         emit_json({"backend": db.dialect_name, "statements": [e.as_dict() for e in out]})
@@ -254,6 +342,7 @@ def explain(query: str | None, analyze: bool, plan: bool, as_json: bool, **flags
     for n, explained in enumerate(out, start=1):
         click.echo(f"-- statement {n} of {len(out)} ({db.dialect_name})")
         click.echo(explained.sql.strip() + ";")
+        click.echo(f"-- parameters: {explained.params!r}")
         if explained.plan_error:
             click.echo(f"-- no plan: {explained.plan_error}")
         elif plan:
@@ -279,4 +368,4 @@ def _show_plan(columns: list[str], rows: list[Any]) -> None:
     emit_table("plan", columns, rows)
 
 
-COMMANDS: list[click.Command] = [candidates, explain]
+COMMANDS: list[click.Command] = [providers, candidates, explain]

@@ -22,12 +22,31 @@ import click
 import sqlalchemy as sa
 from rich.console import Console
 
+from rpquery import allocations, usages
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.db import Database
-from rpquery.tables import projects, resource_providers
+from rpquery.policies import aggregate_metadata as agg_md
+from rpquery.policies import server_groups as sg
+from rpquery.tables import (
+    placement_aggregates,
+    projects,
+    resource_provider_aggregates,
+    resource_providers,
+    server_groups,
+)
 
 #: Size of the sample cloud the tour loads into an empty database.
 TOUR_HOSTS = 300
+#: Owner of what the tour writes (and undoes before it ends).
+TOUR_OWNER = ("--project", "tour", "--user", "tour")
+GROUP_NAME = "tour-web"
+METADATA_HOST = "cn000100"
+GRANULAR = (
+    "resources=DISK_GB:20"
+    "&resources_COMPUTE=VCPU:2,MEMORY_MB:4096"
+    "&resources_NET=SRIOV_NET_VF:1&required_NET=CUSTOM_PHYSNET_A"
+    "&group_policy=isolate&limit=3"
+)
 
 #: A step's arguments may depend on the loaded data (a project id, a provider uuid).
 ArgsFn = Callable[[Database], Sequence[str] | None]
@@ -61,7 +80,7 @@ def run_step(ctx: click.Context, step: Step, number: int) -> bool | None:
     console = _console()
     console.print()
     console.rule(f"[bold]{number}. {step.heading}", align="left")
-    console.print(f"[dim]$ rpquery {shlex.join(argv)}[/dim]")
+    console.print(f"[dim]$ rpquery {shlex.join(argv)}[/dim]", soft_wrap=True)
     sub = group.make_context("rpquery", ["--db", root.obj["db_url"], *argv], obj=root.obj)
     try:
         with sub:
@@ -96,9 +115,65 @@ def first_project(db: Database) -> str | None:
         ).scalar()
 
 
+def aggregate_of(db: Database, host_name: str) -> str | None:
+    """The aggregate with the most members among those of ``host_name`` (its host
+    aggregate rather than a storage-sharing one)."""
+    rpa, rp, agg = resource_provider_aggregates, resource_providers, placement_aggregates
+    members = (
+        sa.select(rpa.c.aggregate_id, sa.func.count().label("n"))
+        .group_by(rpa.c.aggregate_id)
+        .subquery()
+    )
+    stmt = (
+        sa.select(agg.c.uuid)
+        .join(rpa, rpa.c.aggregate_id == agg.c.id)
+        .join(rp, rp.c.id == rpa.c.resource_provider_id)
+        .join(members, members.c.aggregate_id == agg.c.id)
+        .where(rp.c.name == host_name)
+        .order_by(members.c.n.desc(), agg.c.id)
+        .limit(1)
+    )
+    with db.connect() as conn:
+        return conn.execute(stmt).scalar()
+
+
+def group_named(db: Database, name: str) -> str | None:
+    """The uuid of the newest server group called ``name``."""
+    stmt = (
+        sa.select(server_groups.c.uuid)
+        .where(server_groups.c.name == name)
+        .order_by(server_groups.c.id.desc())
+        .limit(1)
+    )
+    with db.connect() as conn:
+        return conn.execute(stmt).scalar()
+
+
 def _usages_args(db: Database) -> Sequence[str] | None:
     project = first_project(db)
     return None if project is None else ["usages", f"project_id={project}"]
+
+
+def _metadata_args(db: Database) -> Sequence[str] | None:
+    agg = aggregate_of(db, METADATA_HOST)
+    return None if agg is None else ["aggregate-metadata", "set", agg, "tier=gold"]
+
+
+def _schedule_args(db: Database) -> Sequence[str] | None:
+    group = group_named(db, GROUP_NAME)
+    if group is None:
+        return None
+    return [
+        "schedule",
+        "resources=VCPU:2,MEMORY_MB:4096",
+        "--server-group",
+        group,
+        "--count",
+        "3",
+        *TOUR_OWNER,
+        "--consumer-type",
+        "INSTANCE",
+    ]
 
 
 def tour_steps() -> list[Step]:
@@ -106,8 +181,52 @@ def tour_steps() -> list[Step]:
     return [
         Step("Create or upgrade the schema", ["db", "upgrade"]),
         Step("Load a sample cloud", _load_args),
+        Step(
+            "Candidates that must not have a GPU (forbidden trait: NOT EXISTS in SQL)",
+            ["candidates", "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=5"],
+        ),
+        Step(
+            "A granular request: CPU+RAM on one NUMA node, a VF on physnet A, "
+            "disk local or shared",
+            ["candidates", GRANULAR],
+        ),
         Step("Usages of one project, by consumer type", _usages_args),
+        Step(f"Tag the aggregate of {METADATA_HOST} with metadata", _metadata_args),
+        Step(
+            "Flavor extra specs against aggregate metadata: only that aggregate's hosts",
+            ["candidates", "resources=VCPU:1&limit=3", "--extra-specs", '{"tier": "gold"}'],
+        ),
+        Step(
+            "A soft-anti-affinity server group",
+            [
+                "server-group",
+                "create",
+                "--name",
+                GROUP_NAME,
+                "--policy",
+                "soft-anti-affinity",
+                *TOUR_OWNER,
+            ],
+        ),
+        Step("Place three members: the weigher spreads them", _schedule_args),
     ]
+
+
+def undo_tour_writes(db: Database) -> None:
+    """Remove what the tour wrote (its server groups, their members' allocations and
+    the aggregate metadata), so the next run prints the same answers."""
+    while (group := group_named(db, GROUP_NAME)) is not None:
+        detail = sg.show_group(db, group)
+        for member in detail.members:
+            found = usages.consumer_allocations(db, member.instance_uuid)
+            if found.generation is not None:
+                allocations.delete_allocations(
+                    db, member.instance_uuid, consumer_generation=found.generation
+                )
+        sg.delete_group(db, group)
+    agg = aggregate_of(db, METADATA_HOST)
+    if agg is not None:
+        agg_md.unset_metadata(db, agg, ["tier"])
 
 
 @click.command()
@@ -123,6 +242,7 @@ def tour(ctx: click.Context) -> None:
             number += 1
         if outcome is False:
             failed.append(step.heading)
+    undo_tour_writes(get_db())
     if failed:
         raise click.ClickException("tour steps failed: " + ", ".join(failed))
 
