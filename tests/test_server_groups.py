@@ -166,9 +166,11 @@ def test_member_counts_are_one_grouped_statement(db: Database) -> None:
     with db.connect() as conn, db.count_statements() as counter:
         counts = sg.member_counts(conn, group.id, candidates)
         moving = sg.member_counts(conn, group.id, candidates, exclude_instance=vms[0])
-    assert counter.count == 2
-    assert counts == {hosts[0].id: 2, hosts[1].id: 1}
+        unbound = sg.member_counts(conn, group.id, candidates, bind_up_to=0)
+    assert counter.count == 3
+    assert counts == unbound == {hosts[0].id: 2, hosts[1].id: 1}
     assert moving == {hosts[0].id: 1, hosts[1].id: 1}
+    assert "IN (" not in counter.statements[2].upper().split("WHERE", 1)[1]
 
 
 # ---------------------------------------------------------------- hard policies

@@ -446,16 +446,29 @@ def member_hosts_stmt(group_id: int) -> Select[Any]:
     )
 
 
+#: Up to this many candidate roots are bound into the count statement; past it, the
+#: statement counts every host of the group (bounded by the group's size) and the
+#: candidates are picked out in Python: 5,000 bound ids cost more than the count itself.
+BIND_ROOTS_UP_TO = 1000
+
+
 def member_counts(
     conn: Connection,
     group_id: int,
     root_ids: Sequence[int] | None = None,
     *,
     exclude_instance: str | None = None,
+    bind_up_to: int = BIND_ROOTS_UP_TO,
 ) -> dict[int, int]:
-    """Run :func:`member_counts_stmt`: one statement, ``{root_id: members}``."""
-    stmt = member_counts_stmt(group_id, root_ids, exclude_instance=exclude_instance)
-    return {int(root): int(n) for root, n in conn.execute(stmt)}
+    """Run :func:`member_counts_stmt` (one statement): ``{root_id: members}`` for the
+    hosts in ``root_ids`` (every host when ``None``) that hold members."""
+    bound = root_ids if root_ids is not None and len(root_ids) <= bind_up_to else None
+    stmt = member_counts_stmt(group_id, bound, exclude_instance=exclude_instance)
+    counts = {int(root): int(n) for root, n in conn.execute(stmt)}
+    if root_ids is None or bound is not None:
+        return counts
+    wanted = set(root_ids)
+    return {root: n for root, n in counts.items() if root in wanted}
 
 
 def show_group(db: Database, group_uuid: str) -> ServerGroupDetail:
