@@ -238,12 +238,15 @@ def test_tour_on_a_fresh_database_then_again(fresh_cli: Invoke) -> None:
         "by consumer type",
         "aggregate metadata",
         "soft-anti-affinity",
+        "tagged web but not frontend",
     ):
         assert heading in first.output, heading
     assert "$ rpquery load --hosts" in first.output
     assert "[_NET]" in first.output and "INSTANCE" in first.output
-    # The tour undid its own writes: no group, no allocations of project "tour".
+    # The tour undid its own writes: no allocations of project "tour", no tags.
     assert json.loads(fresh_cli("usages", "project_id=tour", "--json").stdout) == {"usages": {}}
+    tagged = json.loads(fresh_cli("instances", "--tags-any", "web,frontend", "--json").stdout)
+    assert tagged["instances"] == []
     second = fresh_cli("tour")
     assert second.exit_code == 0, second.output
     assert "reusing the" in second.output and "$ rpquery load" not in second.output

@@ -14,6 +14,8 @@ it ends, so running it twice prints the same answers.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from rpquery.tables import (
     projects,
     resource_provider_aggregates,
     resource_providers,
+    server_group_members,
     server_groups,
 )
 
@@ -67,27 +70,46 @@ def _console() -> Console:
     return Console(width=100, highlight=False)
 
 
+def invoke(ctx: click.Context, argv: Sequence[str], *, quiet: bool = False) -> int:
+    """Run ``rpquery ARGV`` on the tour's database; its exit status. ``quiet`` sends
+    its output nowhere (the tour's own clean-up)."""
+    root = ctx.find_root()
+    group = root.command
+    assert isinstance(group, click.Group)
+    sub = group.make_context("rpquery", ["--db", root.obj["db_url"], *argv], obj=root.obj)
+    sink = open(os.devnull, "w") if quiet else None  # noqa: SIM115 - closed below
+    try:
+        with sub, contextlib.ExitStack() as stack:
+            if sink is not None:
+                stack.enter_context(contextlib.redirect_stdout(sink))
+                stack.enter_context(contextlib.redirect_stderr(sink))
+            group.invoke(sub)
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    finally:
+        if sink is not None:
+            sink.close()
+    return 0
+
+
+def has_command(ctx: click.Context, name: str) -> bool:
+    root = ctx.find_root()
+    group = root.command
+    return isinstance(group, click.Group) and group.get_command(root, name) is not None
+
+
 def run_step(ctx: click.Context, step: Step, number: int) -> bool | None:
     """Run one step as if typed on the command line: True when it succeeded, False
     when it failed, None when it was skipped (nothing to do, or the feature behind it
     is not part of this build)."""
-    root = ctx.find_root()
-    group = root.command
-    assert isinstance(group, click.Group)
     argv = step.argv(get_db())
-    if argv is None or group.get_command(root, argv[0]) is None:
+    if argv is None or not has_command(ctx, argv[0]):
         return None
     console = _console()
     console.print()
     console.rule(f"[bold]{number}. {step.heading}", align="left")
     console.print(f"[dim]$ rpquery {shlex.join(argv)}[/dim]", soft_wrap=True)
-    sub = group.make_context("rpquery", ["--db", root.obj["db_url"], *argv], obj=root.obj)
-    try:
-        with sub:
-            group.invoke(sub)
-    except click.exceptions.Exit as done:
-        return done.exit_code == 0
-    return True
+    return invoke(ctx, argv) == 0
 
 
 def _count(db: Database, table: sa.Table) -> int:
@@ -176,6 +198,29 @@ def _schedule_args(db: Database) -> Sequence[str] | None:
     ]
 
 
+def group_members(db: Database, name: str) -> list[str]:
+    """Instance uuids of the newest server group called ``name``, in placement order."""
+    group = group_named(db, name)
+    if group is None:
+        return []
+    stmt = (
+        sa.select(server_group_members.c.instance_uuid)
+        .join(server_groups, server_groups.c.id == server_group_members.c.group_id)
+        .where(server_groups.c.uuid == group)
+        .order_by(server_group_members.c.created_at, server_group_members.c.instance_uuid)
+    )
+    with db.connect() as conn:
+        return [str(u) for u in conn.execute(stmt).scalars()]
+
+
+def _tag_args(index: int, *tags: str) -> ArgsFn:
+    def args(db: Database) -> Sequence[str] | None:
+        members = group_members(db, GROUP_NAME)
+        return ["tags", "add", members[index], *tags] if len(members) > index else None
+
+    return args
+
+
 def tour_steps() -> list[Step]:
     """The tour, in order."""
     return [
@@ -209,15 +254,25 @@ def tour_steps() -> list[Step]:
             ],
         ),
         Step("Place three members: the weigher spreads them", _schedule_args),
+        Step(
+            "Tag the first member (user namespace, fake backend)", _tag_args(0, "web", "frontend")
+        ),
+        Step("Tag the second member", _tag_args(1, "web")),
+        Step(
+            "Instances tagged web but not frontend",
+            ["instances", "--tags", "web", "--not-tags-any", "frontend"],
+        ),
     ]
 
 
-def undo_tour_writes(db: Database) -> None:
-    """Remove what the tour wrote (its server groups, their members' allocations and
-    the aggregate metadata), so the next run prints the same answers."""
+def undo_tour_writes(ctx: click.Context, db: Database) -> None:
+    """Remove what the tour wrote (its members' tags and allocations, its server
+    groups, the aggregate metadata), so the next run prints the same answers."""
     while (group := group_named(db, GROUP_NAME)) is not None:
         detail = sg.show_group(db, group)
         for member in detail.members:
+            if has_command(ctx, "tags"):
+                invoke(ctx, ["tags", "delete-all", member.instance_uuid], quiet=True)
             found = usages.consumer_allocations(db, member.instance_uuid)
             if found.generation is not None:
                 allocations.delete_allocations(
@@ -242,7 +297,7 @@ def tour(ctx: click.Context) -> None:
             number += 1
         if outcome is False:
             failed.append(step.heading)
-    undo_tour_writes(get_db())
+    undo_tour_writes(ctx, get_db())
     if failed:
         raise click.ClickException("tour steps failed: " + ", ".join(failed))
 
