@@ -91,6 +91,27 @@ def test_zero_multiplier_ignores_the_group(db: Database) -> None:
     assert first == second  # plain candidate order, no spreading
 
 
+def test_bad_count_is_rejected_before_the_database(db: Database) -> None:
+    group = _group(db, "affinity")
+    for count, code in ((0, "bad_count"), (True, "bad_count")):
+        with db.count_statements() as counter, pytest.raises(InvalidRequest) as info:
+            _schedule(db, group, count)  # type: ignore[arg-type]
+        assert info.value.code == f"rpquery.schedule.{code}" and counter.count == 0
+    with pytest.raises(InvalidRequest) as dup:
+        vm = new_uuid()
+        scheduling.schedule(db, ONE_VCPU, group, count=2, instance_uuids=[vm, vm], **OWNER)
+    assert dup.value.code == "rpquery.schedule.bad_instances"
+
+
+def test_given_instance_uuids_are_used(db: Database) -> None:
+    _hosts(db, 4)
+    group = _group(db, "affinity")
+    vms = [new_uuid(), new_uuid()]
+    placed = scheduling.schedule(db, ONE_VCPU, group, count=2, instance_uuids=vms, **OWNER)
+    assert [p.instance_uuid for p in placed] == vms
+    assert {m.instance_uuid for m in sg.show_group(db, group).members} == set(vms)
+
+
 def test_missing_weigher_rejects_before_any_write(db: Database) -> None:
     _hosts(db, 4)
     group = _group(db, "soft-affinity")
@@ -245,9 +266,10 @@ def test_hard_policy_is_pushed_into_sql(db: Database) -> None:
 # ---------------------------------------------------------------- concurrency
 
 
-def test_concurrent_schedulers_respect_anti_affinity(server_db: Database) -> None:
+@pytest.mark.parametrize("policy", ["anti-affinity", "soft-anti-affinity"])
+def test_concurrent_schedulers_count_each_others_picks(server_db: Database, policy: str) -> None:
     _hosts(server_db, 8, 8, 8, 8)
-    group = _group(server_db, "anti-affinity")
+    group = _group(server_db, policy)
     errors: list[BaseException] = []
 
     def one() -> None:
@@ -284,3 +306,10 @@ def test_cli_schedule_and_show(sqlite_db: Database) -> None:
     shown = CliRunner().invoke(main, ["--db", url, "server-group", "show", group, "--json"])
     members = {m["instance_uuid"] for m in json.loads(shown.stdout)["members"]}
     assert members == {p["instance_uuid"] for p in placed}
+    refused = CliRunner().invoke(
+        main,
+        ["--db", url, "schedule", ONE_VCPU, "--server-group", group, "--project", "p",
+         "--user", "u", "--weigher", w.SOFT_AFFINITY, "--json"],
+    )  # fmt: skip
+    assert refused.exit_code == 2
+    assert json.loads(refused.stderr)["errors"][0]["code"] == "rpquery.weigher.not_enabled"
