@@ -231,6 +231,9 @@ def schedule(
     req = dataclasses.replace(as_candidates_request(request), limit=1)
     uuids = _check_count(count, instance_uuids)
     owner = _Owner(project_id, user_id, consumer_type, None)
+    alloc.validate_requests(  # owner and type checked before anything reaches the database
+        [ConsumerAllocations(u, project_id, user_id, consumer_type, None) for u in uuids]
+    )
     group = sg.get_group(db, group_uuid)
     sg.ServerGroupPolicy(group, weighers)  # weigher enabled? before any write
 

@@ -97,6 +97,10 @@ def test_bad_count_is_rejected_before_the_database(db: Database) -> None:
         with db.count_statements() as counter, pytest.raises(InvalidRequest) as info:
             _schedule(db, group, count)  # type: ignore[arg-type]
         assert info.value.code == f"rpquery.schedule.{code}" and counter.count == 0
+    with db.count_statements() as counter, pytest.raises(InvalidRequest) as bad_type:
+        scheduling.schedule(db, ONE_VCPU, group, project_id="p", user_id="u",
+                            consumer_type="instance")  # fmt: skip
+    assert bad_type.value.code == "rpquery.consumer.bad_type" and counter.count == 0
     with pytest.raises(InvalidRequest) as dup:
         vm = new_uuid()
         scheduling.schedule(db, ONE_VCPU, group, count=2, instance_uuids=[vm, vm], **OWNER)
