@@ -24,12 +24,13 @@ import pytest
 
 from benchmarks import explain
 from benchmarks.config import CONFIG_ENV, SCALES, RunConfig, scratch_database
-from benchmarks.scenarios import REGISTRY, Context, Prepared, Scenario
+from benchmarks.scenarios import REGISTRY, Context, Prepared, Scenario, load_plugins
 from rpquery.generator import CloudSpec, load_cloud
 
 CONFIG = RunConfig.load(os.environ[CONFIG_ENV])
 SCALE = SCALES[CONFIG.scale]
 OUT = Path(CONFIG.out_dir)
+load_plugins()
 _selected = [s for s in REGISTRY.values() if not CONFIG.scenarios or s.name in CONFIG.scenarios]
 READS = [s.name for s in _selected if not s.writes]
 WRITES = [s.name for s in _selected if s.writes]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,7 @@ def _short(detail: str) -> str:
     return detail
 
 
-def _plan_text(dialect: str, rows: list[Any]) -> str:
+def _plan_text(dialect: str, rows: Sequence[Any]) -> str:
     if dialect == "sqlite":
         return "\n".join(str(r[-1]) for r in rows)
     if dialect == "postgresql":

@@ -5,7 +5,8 @@ A scenario receives a :class:`Context` (the database and the loaded cloud) and r
 of rows it produced, and optionally the equivalent Placement HTTP request. Scenarios
 whose rpquery module has not landed are reported as "not available", not failed.
 
-Adding one (e.g. a policy owner adding theirs) is one function::
+Adding one (e.g. a policy owner adding theirs) is one function, here or in a module
+``benchmarks/scenarios_<feature>.py`` (found by :func:`load_plugins`)::
 
     @scenario("aggregate_metadata_filter", needs=("rpquery.policies.aggregate_metadata",))
     def aggregate_metadata_filter(ctx: Context) -> Prepared:
@@ -89,6 +90,19 @@ class Scenario:
 
 
 REGISTRY: dict[str, Scenario] = {}
+
+
+def load_plugins() -> dict[str, Scenario]:
+    """Import every ``benchmarks/scenarios_*.py`` (scenarios added by feature owners) so
+    their ``@scenario`` functions register; return the full registry."""
+    import pkgutil
+
+    import benchmarks
+
+    for info in pkgutil.iter_modules(benchmarks.__path__):
+        if info.name.startswith("scenarios_"):
+            importlib.import_module(f"benchmarks.{info.name}")
+    return REGISTRY
 
 
 Builder = Callable[[Context], Prepared]

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks import explain, report
 from benchmarks.config import RunConfig
-from benchmarks.scenarios import REGISTRY, Scenario
+from benchmarks.scenarios import REGISTRY, Scenario, load_plugins
 from tests.conftest import IN_CI, selected_backends
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +68,7 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
+    load_plugins()
     data = json.loads((out / "results.json").read_text())
     assert [(r["backend"], r["hosts"]) for r in data["loads"]] == [(b, 20) for b in backends]
     assert all(r["allocations"] > 0 for r in data["loads"])
