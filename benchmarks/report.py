@@ -264,6 +264,7 @@ def _explain_section(results: list[dict[str, Any]]) -> list[str]:
         )
         rows.append([r["scenario"], r["backend"], r["hosts"], len(r["plans"]), verdict])
     md += _table(["scenario", "backend", "hosts", "statements explained", "flagged scans"], rows)
+    md += ["", *_limit10_verdict(checked)]
     for r in checked:
         if r["scenario"] == LIMIT10:
             for i, p in enumerate(r["plans"]):
@@ -278,6 +279,20 @@ def _explain_section(results: list[dict[str, Any]]) -> list[str]:
                     "</details>",
                 ]
     return md
+
+
+def _limit10_verdict(checked: list[dict[str, Any]]) -> list[str]:
+    """The issue's acceptance check: no flagged full scan for the limit-10 query on the
+    server backends at the largest size."""
+    lines = ["**Limit-10 check** (`candidates_forbidden_trait_limit10`, server backends):"]
+    found = False
+    for r in checked:
+        if r["scenario"] == LIMIT10 and r["backend"] != "sqlite":
+            found = True
+            flags = [f for p in r["plans"] for f in p["flags"]]
+            verdict = "no flagged full scan" if not flags else f"{len(flags)} flagged scan(s)"
+            lines.append(f"- {r['backend']} at {r['hosts']} hosts: {verdict}")
+    return lines if found else []
 
 
 def _placement_section(records: list[dict[str, Any]]) -> list[str]:
