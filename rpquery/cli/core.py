@@ -1,11 +1,14 @@
-"""The read and write commands over the core library: ``usages`` (and, as their
-library modules land, ``load``, ``providers``, ``candidates``, ``claim``,
-``release``, ``explain``).
+"""``rpquery load``, ``usages``, ``claim`` and ``release``: sample data, usage reads
+and allocation writes from the command line (the read-path queries are in
+:mod:`rpquery.cli.queries`, the tour in :mod:`rpquery.cli.tour`).
 
-Every query command takes Placement's query syntax as one argument, friendly flags,
-or both (flags are appended to the query); ``--json`` prints Placement's body.
+``usages`` takes Placement's query syntax as one argument, friendly flags, or both
+(flags are appended to the query); ``--json`` prints Placement's body.
 
+    $ rpquery load --hosts 300 --seed 42
     $ rpquery usages 'project_id=P&consumer_type=INSTANCE' --json
+    $ rpquery claim RP_UUID=VCPU:2,MEMORY_MB:2048 --project P --user U --consumer-type INSTANCE
+    $ rpquery release CONSUMER_UUID
 """
 
 from __future__ import annotations

@@ -231,12 +231,16 @@ def tour_steps() -> list[Step]:
             ["candidates", "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=5"],
         ),
         Step(
+            "The same request needing a GPU: other hosts answer",
+            ["candidates", "resources=VCPU:2,MEMORY_MB:2048&required=CUSTOM_GPU&limit=3"],
+        ),
+        Step(
             "A granular request: CPU+RAM on one NUMA node, a VF on physnet A, "
             "disk local or shared",
             ["candidates", GRANULAR],
         ),
         Step("Usages of one project, by consumer type", _usages_args),
-        Step(f"Tag the aggregate of {METADATA_HOST} with metadata", _metadata_args),
+        Step(f"Aggregate metadata on the host aggregate of {METADATA_HOST}", _metadata_args),
         Step(
             "Flavor extra specs against aggregate metadata: only that aggregate's hosts",
             ["candidates", "resources=VCPU:1&limit=3", "--extra-specs", '{"tier": "gold"}'],
