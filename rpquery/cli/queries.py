@@ -81,7 +81,11 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--in-tree", help="Only the tree of this provider uuid."),
         click.option("--root-required", multiple=True, help="Root traits: A,!B (repeatable)."),
         click.option("--same-subtree", multiple=True, help="Suffixes: _A,_B (repeatable)."),
-        click.option("--group-policy", type=click.Choice(["none", "isolate"])),
+        click.option(
+            "--group-policy",
+            type=click.Choice(["none", "isolate"]),
+            help="Needed with 2+ suffixed groups.",
+        ),
         click.option("--limit", type=int, help="At most this many allocation requests."),
     ]
     for option in reversed(options):
