@@ -408,3 +408,52 @@ def _a_nested_host(cli: Invoke) -> str:
 def test_providers_bad_input(cli: Invoke, query: str, code: str, token: str) -> None:
     assert_bad_request(cli("providers", query), code, token)
     assert_json_error(cli("providers", query, "--json"), code)
+
+
+# ---------------------------------------------------------------- policies, --debug, docs
+
+
+def test_candidates_with_a_server_group(cli: Invoke) -> None:
+    created = cli(
+        "server-group",
+        "create",
+        "--name",
+        "cli-web",
+        "--policy",
+        "soft-anti-affinity",
+        "--project",
+        "p",
+        "--user",
+        "u",
+    )
+    assert created.exit_code == 0, created.output
+    group = created.stdout.strip()
+    try:
+        body = json.loads(
+            cli("candidates", "resources=VCPU:1&limit=2", "--server-group", group, "--json").stdout
+        )
+        assert len(body["allocation_requests"]) == 2
+    finally:
+        assert cli("server-group", "delete", group).exit_code == 0
+    missing = cli("candidates", "resources=VCPU:1", "--server-group", group, "--json")
+    assert missing.exit_code == 1 and "not_found" in missing.stderr
+
+
+def test_debug_shows_the_traceback(loaded_url: str) -> None:
+    _ran["sqlite"] += 1
+    result = CliRunner().invoke(
+        main, ["--db", loaded_url, "--debug", "usages", "project_id=p&consumer_type=x"]
+    )
+    assert result.exit_code == 2
+    assert "Traceback" in result.stderr and "rpquery.consumer_type.bad_name" in result.stderr
+
+
+def test_docs_describe_every_command_of_the_cli_modules() -> None:
+    from pathlib import Path
+
+    from rpquery.cli import core, queries, tour
+
+    text = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    for module in (core, queries, tour):
+        for command in module.COMMANDS:
+            assert f"`{command.name}" in text, command.name

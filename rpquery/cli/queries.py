@@ -235,7 +235,12 @@ def providers(
     found = list_providers(db, request, policies=policies)
     if as_json:
         emit_json(provider_list.to_placement(found))
-        return
+    else:
+        show_providers(found)
+
+
+def show_providers(found: Sequence[provider_list.ResourceProvider]) -> None:
+    """One row per provider; parent and root by name when they are listed too."""
     names = {p.uuid: p.name or p.uuid for p in found}
     emit_table(
         "resource providers",
