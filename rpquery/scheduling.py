@@ -46,6 +46,7 @@ from rpquery.models import ConsumerAllocations
 from rpquery.policies import server_groups as sg
 from rpquery.policies import weighers as w
 from rpquery.policies.base import HostPolicy
+from rpquery.policies.group_hosts import not_sharing
 from rpquery.request import CandidatesRequest, Params, as_candidates_request
 from rpquery.tables import consumers, resource_providers, server_group_members
 
@@ -114,7 +115,7 @@ def _host_of(conn: Connection, picked: Allocations) -> sg.Host:
     """The root provider of the providers of ``picked``, preferring non-sharing ones
     (a request served by a sharing provider alone has the sharing provider's root)."""
     root = resource_providers.alias("root")
-    sharing = sa.case((sg._not_sharing(resource_providers.c.id), 0), else_=1)
+    sharing = sa.case((not_sharing(resource_providers.c.id), 0), else_=1)
     row = conn.execute(
         sa.select(root.c.id, root.c.uuid, root.c.name)
         .select_from(resource_providers)

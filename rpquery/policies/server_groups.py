@@ -6,15 +6,8 @@ members per host, default 1). ``soft-affinity`` and ``soft-anti-affinity`` only 
 hosts, through the weighers of :mod:`rpquery.policies.weighers`.
 
 A member's *host* is the root provider of the providers its allocations use (sharing
-providers, trait ``MISC_SHARES_VIA_AGGREGATE``, are not hosts). Member counts per host
-come from one grouped statement (:func:`member_counts_stmt`)::
-
-    SELECT rp.root_provider_id, COUNT(DISTINCT m.instance_uuid)
-    FROM rpq_server_group_members m
-    JOIN allocations a ON a.consumer_id = m.instance_uuid
-    JOIN resource_providers rp ON rp.id = a.resource_provider_id
-    WHERE m.group_id = :group AND rp.root_provider_id IN (:candidate_roots)
-    GROUP BY rp.root_provider_id
+providers are not hosts). Member counts per host come from one grouped statement
+(:func:`~rpquery.policies.group_hosts.member_counts_stmt`, re-exported here).
 
 >>> validate_group("web", ["soft-anti-affinity"], "p", "u").policy
 'soft-anti-affinity'
@@ -31,18 +24,20 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ColumnElement, Select
+from sqlalchemy.sql import ColumnElement
 
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InvalidRequest, NotFound
+from rpquery.policies import group_hosts as gh
 from rpquery.policies import weighers as w
+from rpquery.policies.group_hosts import SHARING_TRAIT as SHARING_TRAIT  # re-exported
+from rpquery.policies.group_hosts import member_counts as member_counts
+from rpquery.policies.group_hosts import member_counts_stmt as member_counts_stmt
+from rpquery.policies.group_hosts import member_hosts_stmt as member_hosts_stmt
 from rpquery.tables import (
-    allocations,
-    resource_provider_traits,
     resource_providers,
     server_group_members,
     server_groups,
-    traits,
 )
 
 AFFINITY = "affinity"
@@ -62,7 +57,6 @@ POLICY_RULES: dict[str, frozenset[str]] = {
     SOFT_AFFINITY: frozenset(),
     SOFT_ANTI_AFFINITY: frozenset(),
 }
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 #: Code of the conflict raised when a group changed since it was read. Not retried by
 #: the allocation write path: a scheduler must pick again with fresh member counts.
 GENERATION_CONFLICT = "rpquery.server_group.generation_conflict"
@@ -391,86 +385,6 @@ def remove_members(db: Database, group_uuid: str, instance_uuids: Iterable[str])
         return group
 
 
-# ---------------------------------------------------------------- member hosts (builders)
-
-
-def _not_sharing(rp_id: ColumnElement[int]) -> ColumnElement[bool]:
-    sharing_id = sa.select(traits.c.id).where(traits.c.name == SHARING_TRAIT).scalar_subquery()
-    return ~sa.exists().where(
-        resource_provider_traits.c.resource_provider_id == rp_id,
-        resource_provider_traits.c.trait_id == sharing_id,
-    )
-
-
-def _member_allocations(group_id: int, exclude_instance: str | None) -> tuple[Any, list[Any]]:
-    """FROM clause and WHERE terms shared by the member-host builders."""
-    m, a, rp = server_group_members, allocations, resource_providers
-    joined = m.join(a, a.c.consumer_id == m.c.instance_uuid).join(
-        rp, rp.c.id == a.c.resource_provider_id
-    )
-    terms: list[Any] = [m.c.group_id == group_id, _not_sharing(rp.c.id)]
-    if exclude_instance is not None:
-        terms.append(m.c.instance_uuid != exclude_instance)
-    return joined, terms
-
-
-def member_counts_stmt(
-    group_id: int,
-    root_ids: Sequence[int] | None = None,
-    *,
-    exclude_instance: str | None = None,
-) -> Select[Any]:
-    """``(root_id, members)`` per host holding members of the group, restricted to
-    ``root_ids`` when given; ``exclude_instance`` (a moving member) is not counted."""
-    root = resource_providers.c.root_provider_id
-    joined, terms = _member_allocations(group_id, exclude_instance)
-    if root_ids is not None:
-        terms.append(root.in_(sa.bindparam("root_ids", list(root_ids), expanding=True)))
-    members = sa.func.count(sa.distinct(server_group_members.c.instance_uuid))
-    return (
-        sa.select(root, members.label("members")).select_from(joined).where(*terms).group_by(root)
-    )
-
-
-def member_hosts_stmt(group_id: int) -> Select[Any]:
-    """``(instance_uuid, host id, host uuid, host name)`` for every member with allocations."""
-    host = resource_providers.alias("host")
-    joined, terms = _member_allocations(group_id, None)
-    joined = joined.join(host, host.c.id == resource_providers.c.root_provider_id)
-    return (
-        sa.select(server_group_members.c.instance_uuid, host.c.id, host.c.uuid, host.c.name)
-        .select_from(joined)
-        .where(*terms)
-        .distinct()
-        .order_by(server_group_members.c.instance_uuid, host.c.uuid)
-    )
-
-
-#: Up to this many candidate roots are bound into the count statement; past it, the
-#: statement counts every host of the group (bounded by the group's size) and the
-#: candidates are picked out in Python: 5,000 bound ids cost more than the count itself.
-BIND_ROOTS_UP_TO = 1000
-
-
-def member_counts(
-    conn: Connection,
-    group_id: int,
-    root_ids: Sequence[int] | None = None,
-    *,
-    exclude_instance: str | None = None,
-    bind_up_to: int = BIND_ROOTS_UP_TO,
-) -> dict[int, int]:
-    """Run :func:`member_counts_stmt` (one statement): ``{root_id: members}`` for the
-    hosts in ``root_ids`` (every host when ``None``) that hold members."""
-    bound = root_ids if root_ids is not None and len(root_ids) <= bind_up_to else None
-    stmt = member_counts_stmt(group_id, bound, exclude_instance=exclude_instance)
-    counts = {int(root): int(n) for root, n in conn.execute(stmt)}
-    if root_ids is None or bound is not None:
-        return counts
-    wanted = set(root_ids)
-    return {root: n for root, n in counts.items() if root in wanted}
-
-
 def show_group(db: Database, group_uuid: str) -> ServerGroupDetail:
     """The group with its members and their hosts (two statements, one connection)."""
     with db.connect() as conn:
@@ -481,26 +395,15 @@ def show_group(db: Database, group_uuid: str) -> ServerGroupDetail:
             .order_by(server_group_members.c.instance_uuid)
         ).scalars()
         hosts: dict[str, list[Host]] = {name: [] for name in names}
-        for instance, host_id, host_uuid, host_name in conn.execute(member_hosts_stmt(group.id)):
+        for instance, host_id, host_uuid, host_name in conn.execute(
+            gh.member_hosts_stmt(group.id)
+        ):
             hosts[instance].append(Host(host_id, host_uuid, host_name))
     members = tuple(Member(i, tuple(h)) for i, h in hosts.items())
     return ServerGroupDetail(group, members)
 
 
 # ---------------------------------------------------------------- host policy
-
-
-def _hosts_at_or_over(group: ServerGroup, limit: int, exclude_instance: str | None) -> Select[Any]:
-    root = resource_providers.c.root_provider_id
-    joined, terms = _member_allocations(group.id, exclude_instance)
-    members = sa.func.count(sa.distinct(server_group_members.c.instance_uuid))
-    return (
-        sa.select(root)
-        .select_from(joined)
-        .where(root.is_not(None), *terms)
-        .group_by(root)
-        .having(members >= limit)
-    )
 
 
 @dataclass(frozen=True)
@@ -542,8 +445,10 @@ class ServerGroupPolicy:
     def where(self, root_id: ColumnElement[int]) -> ColumnElement[bool] | None:
         terms: list[ColumnElement[bool]] = []
         if self.exclude_hosts:
-            excluded = sa.select(resource_providers.c.id).where(
-                resource_providers.c.uuid.in_(self.exclude_hosts)
+            excluded = (
+                sa.select(resource_providers.c.id)
+                .where(resource_providers.c.uuid.in_(self.exclude_hosts))
+                .correlate(None)
             )
             terms.append(root_id.not_in(excluded))
         if self.group.policy == AFFINITY:
@@ -551,13 +456,13 @@ class ServerGroupPolicy:
         elif self.group.policy == ANTI_AFFINITY:
             limit = self.group.max_server_per_host or 1
             terms.append(
-                root_id.not_in(_hosts_at_or_over(self.group, limit, self.moving_instance))
+                root_id.not_in(gh.hosts_at_or_over(self.group.id, limit, self.moving_instance))
             )
         return sa.and_(*terms) if terms else None
 
     def _affinity_clause(self, root_id: ColumnElement[int]) -> ColumnElement[bool]:
         # Hosts holding a member, or any host while no member has a host yet.
-        held = _hosts_at_or_over(self.group, 1, self.moving_instance)
+        held = gh.hosts_at_or_over(self.group.id, 1, self.moving_instance)
         return sa.or_(root_id.in_(held), ~sa.exists(held))
 
     def keep(self, conn: Connection, root_ids: Sequence[int]) -> set[int] | None:
@@ -566,7 +471,7 @@ class ServerGroupPolicy:
     def weigh(self, conn: Connection, root_ids: Sequence[int]) -> Mapping[int, float] | None:
         if not self.needs_all_candidates or not root_ids:
             return None
-        counts = member_counts(
+        counts = gh.member_counts(
             conn, self.group.id, root_ids, exclude_instance=self.moving_instance
         )
         return w.group_weights(
