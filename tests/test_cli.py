@@ -457,3 +457,19 @@ def test_docs_describe_every_command_of_the_cli_modules() -> None:
     for module in (core, queries, tour):
         for command in module.COMMANDS:
             assert f"`{command.name}" in text, command.name
+
+
+def test_explain_includes_the_policy_statements(cli: Invoke) -> None:
+    plain = json.loads(cli("explain", "resources=VCPU:1&limit=3", "--no-plan", "--json").stdout)
+    filtered = cli(
+        "explain",
+        "resources=VCPU:1&limit=3",
+        "--no-plan",
+        "--json",
+        "--extra-specs",
+        '{"tier": "gold"}',
+    )
+    assert filtered.exit_code == 0, filtered.output
+    sqls = [s["sql"] for s in json.loads(filtered.stdout)["statements"]]
+    assert any("rpq_aggregate_metadata" in sql for sql in sqls)
+    assert not any("rpq_aggregate_metadata" in s["sql"] for s in plain["statements"])

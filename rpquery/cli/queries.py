@@ -93,6 +93,18 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--extra-specs``, ``--nova-compat`` and ``--server-group`` (host policies)."""
+    options = [
+        click.option("--extra-specs", help="Flavor extra specs as a JSON object (seed 000)."),
+        click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does."),
+        click.option("--server-group", help="Filter and order hosts by this group's policy."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 # ---------------------------------------------------------------- policies
 
 
@@ -154,9 +166,7 @@ def show_candidates(result: AllocationCandidates, title: str) -> None:
 @click.command("candidates")
 @request_options
 @click.option("--random", "randomize", is_flag=True, help="Pick the limited sample at random.")
-@click.option("--extra-specs", help="Flavor extra specs as a JSON object (aggregate metadata).")
-@click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does.")
-@click.option("--server-group", help="Filter and order hosts by this server group's policy.")
+@policy_options
 @json_option
 @handles_errors
 def candidates(
@@ -196,9 +206,7 @@ def candidates(
 @click.option("--required", multiple=True, help="Traits: A,!B or in:A,B (repeatable).")
 @click.option("--member-of", multiple=True, help="Aggregates: uuid, in:a,b, !uuid.")
 @click.option("--in-tree", help="Only the tree of this provider uuid.")
-@click.option("--extra-specs", help="Flavor extra specs as a JSON object (aggregate metadata).")
-@click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does.")
-@click.option("--server-group", help="Filter and order by this server group's policy.")
+@policy_options
 @json_option
 @handles_errors
 def providers(
@@ -320,10 +328,19 @@ def explain_statement(db: Database, sql: str, params: Any, *, analyze: bool) -> 
 )
 @click.option("--analyze", is_flag=True, help="Run the statements (EXPLAIN ANALYZE).")
 @click.option("--plan/--no-plan", default=True, help="Ask the database for its plans.")
+@policy_options
 @json_option
 @handles_errors
 def explain(
-    query: str | None, as_providers: bool, analyze: bool, plan: bool, as_json: bool, **flags: Any
+    query: str | None,
+    as_providers: bool,
+    analyze: bool,
+    plan: bool,
+    extra_specs: str | None,
+    nova_compat: bool,
+    server_group: str | None,
+    as_json: bool,
+    **flags: Any,
 ) -> None:
     """The SQL a request sends to this backend (every statement, with its values) and
     the database's plan for each.
@@ -333,12 +350,16 @@ def explain(
     """
     params = candidate_params(query, flags)
     db = get_db()
+    run: Callable[[], Any]
     if as_providers:
         providers_request = parse_providers(params)
-        sent = capture_statements(db, lambda: list_providers(db, providers_request))
+        policies = build_policies(db, extra_specs, nova_compat, server_group)
+        run = lambda: list_providers(db, providers_request, policies=policies)  # noqa: E731
     else:
         request = parse_candidates(params)
-        sent = capture_statements(db, lambda: allocation_candidates(db, request))
+        policies = build_policies(db, extra_specs, nova_compat, server_group)
+        run = lambda: allocation_candidates(db, request, policies=policies)  # noqa: E731
+    sent = capture_statements(db, run)
     out = [
         explain_statement(db, sql, values, analyze=analyze)
         if plan
