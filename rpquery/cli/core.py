@@ -24,7 +24,7 @@ from rpquery import allocations, generator
 from rpquery import usages as usages_mod
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
-from rpquery.errors import InvalidRequest
+from rpquery.errors import Conflict, InvalidRequest
 from rpquery.models import ConsumerAllocations
 
 
@@ -152,7 +152,14 @@ def load(
     if progress is None:
         progress = sys.stderr.isatty()
     with _progress_bar(progress) as report:
-        summary = generator.load_cloud(get_db(), spec, progress=report)
+        try:
+            summary = generator.load_cloud(get_db(), spec, progress=report)
+        except Conflict as exc:
+            raise Conflict(
+                exc.code,
+                f"{exc.detail}; nothing was loaded: a cloud with this --seed or "
+                "--name-prefix is already there (choose others to load a second one)",
+            ) from exc
     if as_json:
         emit_json(
             {
