@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
 
 from rpquery import candidates_sql as q
+from rpquery import dialects
 from rpquery.candidates_exec import (
     Loaded,
     fetch_names,
@@ -64,6 +65,7 @@ def allocation_candidates(
 def _run(
     conn: Connection, req: CandidatesRequest, policies: Sequence[HostPolicy]
 ) -> AllocationCandidates:
+    dialects.read_session_setup(conn)
     names = fetch_names(conn, req)
     push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
     found: list[RawCandidate] = []

@@ -329,7 +329,9 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
         out.append(roots)
     key = names_key(names)
     rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
-    kinds = [("sharing", None, rc_ids)] if names.sharing_trait is not None else []
+    kinds: list[tuple[str, RequestGroup | None, tuple[int, ...]]] = []
+    if names.sharing_trait is not None:
+        kinds.append(("sharing", None, rc_ids))
     kinds += [("group" if g.resources else "resourceless", g, ()) for g in req.groups]
     for kind, group, rcs in kinds:
         out.append(_stmt(kind, group, key, roots, rcs).params(sharing_ids=[]))

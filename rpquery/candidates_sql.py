@@ -114,8 +114,9 @@ def provider_filters(
     return out
 
 
-def _fits_one_of(group: RequestGroup, names: Names, inv: FromClause) -> ColumnElement[bool]:
-    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+def _fits_one_of(
+    group: RequestGroup, names: Names, inv: FromClause, used: ColumnElement[int]
+) -> ColumnElement[bool]:
     return sa.or_(
         *(
             sa.and_(
@@ -147,13 +148,18 @@ def group_rows_stmt(
     ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
     inv.max_unit [, EXISTS(trait in set_i) AS req_i ...]
     FROM inventories inv JOIN resource_providers rp ON rp.id = inv.resource_provider_id
+    LEFT JOIN (<usage_by_provider, same scope>) usage ON (provider, class)
     WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
     AND NOT EXISTS (<forbidden trait>) AND EXISTS (<member_of>) ...
     AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``
     """
     inv = inventories.alias("inv")
     rp = resource_providers.alias("rp")
-    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
+    usage = clauses.usage_by_provider(rc_ids, lambda p: _scope(p, roots, sharing_ids)).alias(
+        "inuse"
+    )
+    used = sa.func.coalesce(usage.c.used, 0)
     flags = []
     if not group.is_granular:
         flags = [
@@ -170,14 +176,21 @@ def group_rows_stmt(
             inv.c.max_unit,
             *flags,
         )
-        .select_from(inv.join(rp, rp.c.id == inv.c.resource_provider_id))
+        .select_from(
+            inv.join(rp, rp.c.id == inv.c.resource_provider_id).outerjoin(
+                usage,
+                sa.and_(
+                    usage.c.resource_provider_id == inv.c.resource_provider_id,
+                    usage.c.resource_class_id == inv.c.resource_class_id,
+                ),
+            )
+        )
         .where(
-            inv.c.resource_class_id.in_(sorted(names.rc_ids[rc] for rc in group.resources)),
-            _fits_one_of(group, names, inv),
+            inv.c.resource_class_id.in_(rc_ids),
+            _fits_one_of(group, names, inv, used),
             *provider_filters(group, names, rp, with_required=group.is_granular),
             *_scope(rp, roots, sharing_ids),
         )
-        .order_by(rp.c.id, inv.c.resource_class_id)
     )
 
 
@@ -318,7 +331,8 @@ def summary_stmt(provider_ids: Ids) -> Select:
     parent = resource_providers.alias("parent")
     inv = inventories.alias("inv")
     rc = resource_classes.alias("rc")
-    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    usage = clauses.usage_by_provider(None, lambda p: [_trees_of(p, provider_ids)]).alias("inuse")
+    used = sa.func.coalesce(usage.c.used, 0)
     return (
         sa.select(
             rp.c.id,
@@ -335,6 +349,13 @@ def summary_stmt(provider_ids: Ids) -> Select:
             .outerjoin(parent, parent.c.id == rp.c.parent_provider_id)
             .outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
             .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
+            .outerjoin(
+                usage,
+                sa.and_(
+                    usage.c.resource_provider_id == inv.c.resource_provider_id,
+                    usage.c.resource_class_id == inv.c.resource_class_id,
+                ),
+            )
         )
         .where(_trees_of(rp, provider_ids))
         .order_by(rp.c.id, rc.c.name)

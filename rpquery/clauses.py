@@ -16,10 +16,10 @@ IN (__[POSTCOMPILE_trait_id_1])))
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.sql import ColumnElement, FromClause
+from sqlalchemy.sql import ColumnElement, FromClause, Select
 
 from rpquery import dialects
 from rpquery.tables import (
@@ -34,9 +34,10 @@ from rpquery.tables import (
 Col = ColumnElement[int]
 
 
-def _exists(*where: ColumnElement[bool]) -> ColumnElement[bool]:
-    """``EXISTS (SELECT 1 FROM ... WHERE <where>)``."""
-    return sa.select(sa.literal_column("1")).where(*where).exists()
+def _exists(own: Sequence[FromClause], *where: ColumnElement[bool]) -> ColumnElement[bool]:
+    """``EXISTS (SELECT 1 FROM <own> WHERE <where>)``, correlated to every other table
+    it mentions at whatever depth it is nested (not only the enclosing SELECT)."""
+    return sa.select(sa.literal_column("1")).where(*where).correlate_except(*own).exists()
 
 
 def usage_subquery(rp_id: Col, rc_id: Col) -> ColumnElement[int]:
@@ -51,9 +52,32 @@ def usage_subquery(rp_id: Col, rc_id: Col) -> ColumnElement[int]:
     total = (
         sa.select(sa.func.sum(a.c.used))
         .where(a.c.resource_provider_id == rp_id, a.c.resource_class_id == rc_id)
+        .correlate_except(a)
         .scalar_subquery()
     )
     return sa.func.coalesce(total, 0)
+
+
+def usage_by_provider(
+    rc_ids: Collection[int] | None,
+    scope: Callable[[FromClause], list[ColumnElement[bool]]],
+) -> Select:
+    """Usage per (provider, class), summed only for the providers ``scope`` admits.
+
+    ``SELECT a.resource_provider_id, a.resource_class_id, SUM(a.used) AS used
+    FROM allocations a JOIN resource_providers up ON up.id = a.resource_provider_id
+    WHERE a.resource_class_id IN (:rcs) AND <scope(up)>
+    GROUP BY a.resource_provider_id, a.resource_class_id`` — one grouped pass that a
+    whole-cloud answer needs anyway, and a few index probes for a batch of trees.
+    """
+    a = allocations.alias("ua")
+    up = resource_providers.alias("up")
+    stmt = sa.select(
+        a.c.resource_provider_id, a.c.resource_class_id, sa.func.sum(a.c.used).label("used")
+    ).select_from(a.join(up, up.c.id == a.c.resource_provider_id))
+    if rc_ids is not None:
+        stmt = stmt.where(a.c.resource_class_id.in_(sorted(rc_ids)))
+    return stmt.where(*scope(up)).group_by(a.c.resource_provider_id, a.c.resource_class_id)
 
 
 def capacity(inv: FromClause) -> ColumnElement[float]:
@@ -90,7 +114,9 @@ def has_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[bool]
     """``EXISTS (SELECT 1 FROM resource_provider_traits rpt
     WHERE rpt.resource_provider_id = :rp AND rpt.trait_id IN (:ids))``"""
     rpt = resource_provider_traits.alias("rpt")
-    return _exists(rpt.c.resource_provider_id == rp_id, rpt.c.trait_id.in_(sorted(trait_ids)))
+    return _exists(
+        [rpt], rpt.c.resource_provider_id == rp_id, rpt.c.trait_id.in_(sorted(trait_ids))
+    )
 
 
 def lacks_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[bool]:
@@ -103,6 +129,7 @@ def _agg_member(providers: list[Col], agg_uuids: Collection[str]) -> ColumnEleme
     rpa = resource_provider_aggregates.alias("rpa")
     pa = placement_aggregates.alias("pa")
     return _exists(
+        [rpa, pa],
         rpa.c.aggregate_id == pa.c.id,
         pa.c.uuid.in_(sorted(agg_uuids)),
         rpa.c.resource_provider_id.in_(providers),
@@ -148,6 +175,7 @@ def shares_with_tree(sharing_rp_id: Col, root_id: Col) -> ColumnElement[bool]:
     ta = resource_provider_aggregates.alias("tagg")
     tp = resource_providers.alias("tp")
     return _exists(
+        [sa_, ta, tp],
         sa_.c.resource_provider_id == sharing_rp_id,
         ta.c.aggregate_id == sa_.c.aggregate_id,
         tp.c.id == ta.c.resource_provider_id,
@@ -160,5 +188,5 @@ def has_inventory(rp_id: Col, rc_ids: Collection[int]) -> ColumnElement[bool]:
     AND resource_class_id IN (:rcs))``"""
     inv = inventories.alias("hinv")
     return _exists(
-        inv.c.resource_provider_id == rp_id, inv.c.resource_class_id.in_(sorted(rc_ids))
+        [inv], inv.c.resource_provider_id == rp_id, inv.c.resource_class_id.in_(sorted(rc_ids))
     )

@@ -229,3 +229,14 @@ def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
         conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(names)}").all()
     else:
         conn.exec_driver_sql("ANALYZE")
+
+
+def read_session_setup(conn: Connection) -> None:
+    """Per-transaction settings for the read path's short, many-subplan queries.
+
+    PostgreSQL's JIT triggers on their (over-)estimated cost and then spends a second or
+    more compiling a query that runs in milliseconds: ``SET LOCAL jit = off`` for this
+    transaction. Nothing to do elsewhere.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL jit = off")

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable, Select
 
-from rpquery import clauses
+from rpquery import clauses, dialects
 from rpquery.candidates_sql import Names, names_stmt, provider_filters
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
@@ -139,6 +139,7 @@ def list_providers(
 def _run(
     conn: Connection, req: ProvidersRequest, policies: Sequence[HostPolicy]
 ) -> list[ResourceProvider]:
+    dialects.read_session_setup(conn)
     rows = list(conn.execute(providers_stmt(req, _names(conn, req), policies)))
     roots = sorted({int(r.root_provider_id) for r in rows})
     for policy in policies:

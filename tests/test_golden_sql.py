@@ -54,9 +54,14 @@ def test_group_statement_is_one_select(dialect: Dialect) -> None:
     text = sql(q.group_rows_stmt(req.groups[0], NAMES, [1, 2], [7]), dialect)
     assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_traits") == 1
     assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_aggregates") == 1
-    # usage summed per (provider, class) row, correlated: no GROUP BY over the cloud
-    assert "sum(a.used)" in text.lower() and "GROUP BY" not in text
-    assert "a.resource_provider_id = inv.resource_provider_id" in text
+    # usage summed per (provider, class) only for providers in the same scope
+    assert re.search(
+        r"LEFT OUTER JOIN \(SELECT ua.resource_provider_id AS resource_provider_id, "
+        r"ua.resource_class_id AS resource_class_id, sum\(ua.used\) AS used .*"
+        r"WHERE ua.resource_class_id IN \(.*\) AND \(up.root_provider_id IN \(.*\) "
+        r"OR up.id IN \(.*\)\) GROUP BY ua.resource_provider_id, ua.resource_class_id\) AS inuse",
+        text,
+    ), text
     assert "rp.root_provider_id IN (" in text and "rp.id IN (" in text
 
 
