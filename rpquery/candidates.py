@@ -31,6 +31,7 @@ from rpquery import dialects
 from rpquery.candidates_exec import (
     Loaded,
     fetch_names,
+    fetch_sharing,
     fetch_summaries,
     load_groups,
     select_roots,
@@ -67,13 +68,14 @@ def _run(
 ) -> AllocationCandidates:
     dialects.read_session_setup(conn)
     names = fetch_names(conn, req)
+    sharing = fetch_sharing(conn, req, names)
     push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
     exclude: list[int] = []
     for batch_limit in _batches(req.limit if push_limit else None):
-        roots = select_roots(conn, req, names, policies, batch_limit, exclude)
-        loaded = load_groups(conn, req, names, roots)
+        roots = select_roots(conn, req, names, policies, batch_limit, exclude, sharing.rc_ids)
+        loaded = load_groups(conn, req, names, roots, sharing)
         _collect(loaded, req, found, seen, stop=req.limit if push_limit else None)
         exclude.extend(loaded.anchors if roots.ids is not None else ())
         if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:

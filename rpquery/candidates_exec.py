@@ -30,8 +30,8 @@ NAMES = q.names_stmt(q.ids_param("rc_names"), q.ids_param("trait_names"))
 ROOT_IDS = q.ids_param("root_ids")
 SHARING_IDS = q.ids_param("sharing_ids")
 EXCLUDE_IDS = q.ids_param("exclude_ids")
-SUMMARY = q.summary_stmt(q.ids_param("provider_ids"))
-SUMMARY_TRAITS = q.summary_traits_stmt(q.ids_param("provider_ids"))
+SUMMARY = q.summary_stmt(q.ids_param("provider_ids", literal=True))
+SUMMARY_TRAITS = q.summary_traits_stmt(q.ids_param("provider_ids", literal=True))
 
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
 
@@ -81,6 +81,7 @@ def _roots_query(
     root: FromClause,
     batch_limit: int | None,
     exclude: bool,
+    shared_rcs: frozenset[int] = frozenset(),
 ) -> sa.Select | None:
     serve: list[ColumnElement[bool]] = []
     if batch_limit is not None:
@@ -88,6 +89,7 @@ def _roots_query(
             q.could_serve(g, rc, amount, names, root.c.id)
             for g in req.groups
             for rc, amount in sorted(g.resources.items())
+            if names.rc_ids[rc] not in shared_rcs
         ]
     required, forbidden = names.traits(req.root_required), names.traits(req.root_forbidden)
     if batch_limit is None and not (policy_clauses or required or forbidden or exclude):
@@ -106,11 +108,15 @@ def _roots_query(
 
 @functools.lru_cache(maxsize=256)
 def _cached_roots(
-    req: CandidatesRequest, key: NamesKey, batch_limit: int | None, exclude: bool
+    req: CandidatesRequest,
+    key: NamesKey,
+    batch_limit: int | None,
+    exclude: bool,
+    shared_rcs: frozenset[int],
 ) -> sa.Select | None:
     names = q.Names(dict(key[0]), dict(key[1]))
     root = resource_providers.alias("root")
-    return _roots_query(req, names, (), root, batch_limit, exclude)
+    return _roots_query(req, names, (), root, batch_limit, exclude, shared_rcs)
 
 
 def roots_query(
@@ -119,14 +125,15 @@ def roots_query(
     policies: Sequence[HostPolicy],
     batch_limit: int | None,
     exclude: bool,
+    shared_rcs: frozenset[int] = frozenset(),
 ) -> sa.Select | None:
     """The anchor-roots statement (built once per request shape unless a policy adds
     clauses), or ``None`` when nothing restricts the roots."""
     root = resource_providers.alias("root")
     policy_clauses = [c for c in (p.where(root.c.id) for p in policies) if c is not None]
     if policy_clauses:
-        return _roots_query(req, names, policy_clauses, root, batch_limit, exclude)
-    return _cached_roots(req, names_key(names), batch_limit, exclude)
+        return _roots_query(req, names, policy_clauses, root, batch_limit, exclude, shared_rcs)
+    return _cached_roots(req, names_key(names), batch_limit, exclude, shared_rcs)
 
 
 def select_roots(
@@ -136,9 +143,10 @@ def select_roots(
     policies: Sequence[HostPolicy],
     batch_limit: int | None,
     exclude: Sequence[int],
+    shared_rcs: frozenset[int] = frozenset(),
 ) -> Roots:
     """Run the anchor-roots statement (or skip it when nothing restricts the roots)."""
-    stmt = roots_query(req, names, policies, batch_limit, bool(exclude))
+    stmt = roots_query(req, names, policies, batch_limit, bool(exclude), shared_rcs)
     params: dict[str, Any] = {"exclude_ids": list(exclude)} if exclude else {}
     if stmt is None:
         return Roots(None, None, {}, True)
@@ -213,8 +221,6 @@ def _stmt(
     batch's roots and sharing providers are bound at execution."""
     names = q.Names(dict(key[0]), dict(key[1]))
     scope = _scope(token)
-    if kind == "sharing":
-        return q.sharing_stmt(names, rc_ids, scope)
     if kind == "shape":
         return q.tree_shape_stmt(scope)
     assert group is not None
@@ -237,16 +243,34 @@ class _Run:
         self, kind: str, group: RequestGroup | None = None, rc_ids: tuple[int, ...] = ()
     ) -> Any:
         stmt = _stmt(kind, group, self.key, self.token, rc_ids)
-        return self.conn.execute(stmt, self.params)
+        return self.conn.execute(stmt, self.params).all()
 
 
-def _sharing(run: _Run, rc_ids: list[int]) -> dict[int, set[int]]:
+@dataclass(frozen=True)
+class Sharing:
+    """Which sharing providers share with which trees, and the requested classes they
+    have (trees need not hold those classes themselves)."""
+
+    shared_with: dict[int, set[int]]
+    rc_ids: frozenset[int]
+
+
+@functools.lru_cache(maxsize=256)
+def _sharing_stmt(key: NamesKey, rc_ids: tuple[int, ...]) -> sa.Select:
+    return q.sharing_stmt(q.Names(dict(key[0]), dict(key[1])), rc_ids)
+
+
+def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:
+    """Sharing pairs for the request's classes (one statement; none without sharing)."""
     shared_with: dict[int, set[int]] = defaultdict(set)
-    if run.names.sharing_trait is None:
-        return shared_with
-    for sharing_id, root in run.execute("sharing", None, tuple(rc_ids)):
+    rcs: set[int] = set()
+    if names.sharing_trait is None:
+        return Sharing(shared_with, frozenset())
+    rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
+    for sharing_id, root, rc in conn.execute(_sharing_stmt(names_key(names), rc_ids)).all():
         shared_with[int(root)].add(int(sharing_id))
-    return shared_with
+        rcs.add(int(rc))
+    return Sharing(shared_with, frozenset(rcs))
 
 
 def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
@@ -266,12 +290,16 @@ def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     ]
 
 
-def load_groups(conn: Connection, req: CandidatesRequest, names: q.Names, roots: Roots) -> Loaded:
-    """Sharing pairs, one statement per group, parent links if ``same_subtree``."""
+def load_groups(
+    conn: Connection, req: CandidatesRequest, names: q.Names, roots: Roots, sharing: Sharing
+) -> Loaded:
+    """One statement per group, parent links if ``same_subtree``."""
     token: ScopeToken = "ids" if roots.scope is ROOT_IDS else roots.scope  # type: ignore[assignment]
     run = _Run(conn, names, names_key(names), token, dict(roots.params))
-    rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
-    shared_with = _sharing(run, rc_ids)
+    if roots.ids is not None and token == "ids":
+        shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
+    else:
+        shared_with = sharing.shared_with
     run.params["sharing_ids"] = sorted(set().union(*shared_with.values())) if shared_with else []
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
@@ -298,17 +326,14 @@ def fetch_summaries(
     """Summaries of every provider in the trees of ``provider_ids`` (two statements)."""
     params = {"provider_ids": sorted(provider_ids)}
     traits: dict[int, set[str]] = defaultdict(set)
-    for rp, name in conn.execute(SUMMARY_TRAITS, params):
-        traits[int(rp)].add(name)
+    for rp, name in conn.execute(SUMMARY_TRAITS, params).all():
+        traits[rp].add(name)
     info: dict[int, tuple[str, str | None, str | None, str]] = {}
     resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
-    for row in conn.execute(SUMMARY, params):
-        rp = int(row.id)
-        info[rp] = (row.uuid, row.name, row.parent_uuid, row.root_uuid)
-        if row.rc_name is not None:
-            resources[rp][row.rc_name] = ResourceSummary(
-                int(row.capacity), dialects.to_int(row.used)
-            )
+    for rp, uuid, name, parent, root, rc_name, capacity, used in conn.execute(SUMMARY, params):
+        info[rp] = (uuid, name, parent, root)
+        if rc_name is not None:
+            resources[rp][rc_name] = ResourceSummary(int(capacity), dialects.to_int(used))
     summaries = {
         u: ProviderSummary(u, name, parent, root, resources.get(rp, {}), frozenset(traits[rp]))
         for rp, (u, name, parent, root) in info.items()
@@ -329,10 +354,9 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
         out.append(roots)
     key = names_key(names)
     rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
-    kinds: list[tuple[str, RequestGroup | None, tuple[int, ...]]] = []
     if names.sharing_trait is not None:
-        kinds.append(("sharing", None, rc_ids))
-    kinds += [("group" if g.resources else "resourceless", g, ()) for g in req.groups]
-    for kind, group, rcs in kinds:
-        out.append(_stmt(kind, group, key, roots, rcs).params(sharing_ids=[]))
+        out.append(_sharing_stmt(key, rc_ids))
+    for g in req.groups:
+        kind = "group" if g.resources else "resourceless"
+        out.append(_stmt(kind, g, key, roots, ()).params(sharing_ids=[]))
     return out

@@ -44,9 +44,11 @@ RootScope = Sequence[int] | BindParameter[Any] | Select | None
 Ids = Sequence[int] | BindParameter[Any]
 
 
-def ids_param(name: str) -> BindParameter[Any]:
-    """An expanding ``IN`` parameter: ``x IN (__[POSTCOMPILE_name])``."""
-    return sa.bindparam(name, expanding=True)
+def ids_param(name: str, *, literal: bool = False) -> BindParameter[Any]:
+    """An expanding ``IN`` parameter: ``x IN (__[POSTCOMPILE_name])``; ``literal``
+    renders the values inline at execution (cheaper for thousands of ints than as
+    many driver placeholders)."""
+    return sa.bindparam(name, expanding=True, literal_execute=literal)
 
 
 def _ids(values: Ids | Sequence[str]) -> Any:
@@ -208,68 +210,68 @@ def resourceless_stmt(group: RequestGroup, names: Names, roots: RootScope = None
     )
 
 
-def sharing_stmt(names: Names, rc_ids: Sequence[int], roots: RootScope = None) -> Select:
-    """(sharing provider, root of a tree it shares with) pairs.
+def sharing_stmt(names: Names, rc_ids: Sequence[int]) -> Select:
+    """(sharing provider, root of a tree it shares with, requested class it has) rows.
 
-    ``SELECT DISTINCT st.resource_provider_id, tp.root_provider_id
+    ``SELECT DISTINCT st.resource_provider_id, tp.root_provider_id, sinv.resource_class_id
     FROM resource_provider_traits st
+    JOIN inventories sinv ON sinv.resource_provider_id = st.resource_provider_id
     JOIN resource_provider_aggregates sagg ON sagg.resource_provider_id = st.resource_provider_id
     JOIN resource_provider_aggregates tagg ON tagg.aggregate_id = sagg.aggregate_id
     JOIN resource_providers tp ON tp.id = tagg.resource_provider_id
-    WHERE st.trait_id = :MISC_SHARES_VIA_AGGREGATE AND EXISTS (<inventory of a wanted class>)``
+    WHERE st.trait_id = :MISC_SHARES_VIA_AGGREGATE AND sinv.resource_class_id IN (:rcs)``
+
+    Run first and unscoped: it touches only sharing providers (few in any cloud), and
+    tells :func:`could_serve` which classes trees need not hold themselves.
     """
     from rpquery.tables import resource_provider_aggregates as rpa_t
 
     st = resource_provider_traits.alias("st")
+    sinv = inventories.alias("sinv")
     sagg = rpa_t.alias("sagg")
     tagg = rpa_t.alias("tagg")
     tp = resource_providers.alias("tp")
-    stmt = (
-        sa.select(st.c.resource_provider_id.label("sharing_id"), tp.c.root_provider_id)
+    return (
+        sa.select(
+            st.c.resource_provider_id.label("sharing_id"),
+            tp.c.root_provider_id,
+            sinv.c.resource_class_id,
+        )
         .distinct()
         .select_from(
-            st.join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
+            st.join(sinv, sinv.c.resource_provider_id == st.c.resource_provider_id)
+            .join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
             .join(tagg, tagg.c.aggregate_id == sagg.c.aggregate_id)
             .join(tp, tp.c.id == tagg.c.resource_provider_id)
         )
         .where(
             st.c.trait_id == (names.sharing_trait if names.sharing_trait is not None else -1),
-            clauses.has_inventory(st.c.resource_provider_id, rc_ids),
+            sinv.c.resource_class_id.in_(_ids(rc_ids)),
         )
     )
-    if roots is not None:
-        stmt = stmt.where(*_scope(tp, roots, ()))
-    return stmt
 
 
 def could_serve(
     group: RequestGroup, rc: str, amount: int, names: Names, root_id: ColumnElement[int]
 ) -> ColumnElement[bool]:
-    """Necessary test for ``roots_stmt``: the tree (or a provider sharing with it) has a
-    provider passing ``group``'s filters with room for ``amount`` of ``rc``.
+    """Necessary test for ``roots_stmt``: a provider of the tree passes ``group``'s
+    filters and has room for ``amount`` of ``rc``. (Not used for classes a sharing
+    provider offers: those trees may rely on sharing.)
 
-    ``EXISTS (SELECT 1 FROM inventories ni JOIN resource_providers np ...
-    WHERE np.root_provider_id = root.id AND ni.resource_class_id = :rc AND <fits>
-    AND <filters>) OR EXISTS (<same, for a sharing provider sharing with the tree>)``
+    ``EXISTS (SELECT * FROM resource_providers np, inventories ni
+    WHERE np.root_provider_id = root.id AND np.id = ni.resource_provider_id
+    AND ni.resource_class_id = :rc AND <fits> AND <filters>)``
     """
     ni = inventories.alias("ni")
     np_ = resource_providers.alias("np")
     used = clauses.usage_subquery(ni.c.resource_provider_id, ni.c.resource_class_id)
-    base = [
+    return sa.exists().where(
+        np_.c.root_provider_id == root_id,
         np_.c.id == ni.c.resource_provider_id,
         ni.c.resource_class_id == names.rc_ids[rc],
         clauses.capacity_fits(ni, amount, used),
         *provider_filters(group, names, np_, with_required=group.is_granular),
-    ]
-    local = sa.exists().where(np_.c.root_provider_id == root_id, *base)
-    if names.sharing_trait is None:
-        return local
-    shared = sa.exists().where(
-        clauses.has_trait(np_.c.id, names.sharing_trait),
-        clauses.shares_with_tree(np_.c.id, root_id),
-        *base,
     )
-    return sa.or_(local, shared)
 
 
 def roots_stmt(
@@ -284,10 +286,10 @@ def roots_stmt(
     root: FromClause | None = None,
 ) -> Select:
     """Anchor roots: ``SELECT root.id FROM resource_providers root
-    WHERE root.id = root.root_provider_id AND <root_required EXISTS / NOT EXISTS>
+    WHERE root.parent_provider_id IS NULL AND <root_required EXISTS / NOT EXISTS>
     AND <policy clauses> AND <could_serve ...> ORDER BY root.id | random() LIMIT :n``"""
     root = root if root is not None else resource_providers.alias("root")
-    stmt = sa.select(root.c.id).where(root.c.id == root.c.root_provider_id)
+    stmt = sa.select(root.c.id).where(root.c.parent_provider_id.is_(None))
     if root_required:
         stmt = stmt.where(clauses.has_all_traits(root.c.id, root_required))
     if root_forbidden:

@@ -86,12 +86,23 @@ def test_roots_statement_random_limit(dialect: Dialect) -> None:
     assert "LIMIT" in text and "NOT (EXISTS" in text
 
 
-def test_roots_statement_could_serve_uses_sharing(dialect: Dialect) -> None:
-    req = parse_candidates("resources=DISK_GB:10")
+def test_roots_statement_could_serve_is_correlated(dialect: Dialect) -> None:
+    req = parse_candidates("resources=DISK_GB:10&required=!CUSTOM_GPU")
     root = resource_providers.alias("root")
     serve = [q.could_serve(req.groups[0], "DISK_GB", 10, NAMES, root.c.id)]
     text = sql(q.roots_stmt([], [], (), serve, limit=20, root=root), dialect)
-    assert "tp.root_provider_id = root.id" in text and " OR (EXISTS" in text
+    assert "np.root_provider_id = root.id" in text
+    assert "FROM resource_providers AS root WHERE" in text and text.count("AS root") == 1
+    assert "rpt.resource_provider_id = np.id" in text
+
+
+def test_sharing_statement(dialect: Dialect) -> None:
+    text = sql(q.sharing_stmt(NAMES, [2]), dialect)
+    assert "SELECT DISTINCT st.resource_provider_id AS sharing_id" in text
+    assert (
+        "JOIN resource_provider_aggregates AS tagg ON tagg.aggregate_id = sagg.aggregate_id"
+        in text
+    )
 
 
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
