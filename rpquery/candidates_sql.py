@@ -265,12 +265,14 @@ def could_serve(
     ni = inventories.alias("ni")
     np_ = resource_providers.alias("np")
     used = clauses.usage_subquery(ni.c.resource_provider_id, ni.c.resource_class_id)
-    return sa.exists().where(
-        np_.c.root_provider_id == root_id,
-        np_.c.id == ni.c.resource_provider_id,
-        ni.c.resource_class_id == names.rc_ids[rc],
-        clauses.capacity_fits(ni, amount, used),
-        *provider_filters(group, names, np_, with_required=group.is_granular),
+    return dialects.per_row_test(
+        sa.exists().where(
+            np_.c.root_provider_id == root_id,
+            np_.c.id == ni.c.resource_provider_id,
+            ni.c.resource_class_id == names.rc_ids[rc],
+            clauses.capacity_fits(ni, amount, used),
+            *provider_filters(group, names, np_, with_required=group.is_granular),
+        )
     )
 
 

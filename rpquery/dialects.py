@@ -25,7 +25,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
-from sqlalchemy.types import Integer
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import Boolean, Integer
 
 # ---------------------------------------------------------------- SQL constructs
 
@@ -240,3 +241,38 @@ def read_session_setup(conn: Connection) -> None:
     """
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql("SET LOCAL jit = off")
+
+
+class per_row_test(ColumnElement[bool]):  # noqa: N801 - reads like a SQL function
+    """A correlated ``EXISTS`` that should stay a per-row filter.
+
+    MariaDB turns such an ``EXISTS`` into a semi-join and materialises it for every
+    row before a ``LIMIT`` can stop the scan; ``(1 = 0 OR EXISTS ...)`` keeps it
+    per row there. PostgreSQL plans the plain form well (an ``OR`` would make it a
+    hashed subplan over every row), so other dialects get the clause unchanged.
+    """
+
+    inherit_cache = True
+    type = Boolean()
+
+    def __init__(self, clause: ColumnElement[bool]) -> None:
+        self.clause = clause
+
+    @property
+    def _from_objects(self) -> list[Any]:
+        return self.clause._from_objects
+
+    def get_children(self, **kw: Any) -> tuple[ColumnElement[bool], ...]:
+        return (self.clause,)
+
+    _traverse_internals = [("clause", InternalTraversal.dp_clauseelement)]
+
+
+@compiles(per_row_test)
+def _per_row_default(element: per_row_test, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clause, **kw))
+
+
+@compiles(per_row_test, "mysql")
+def _per_row_mysql(element: per_row_test, compiler: Any, **kw: Any) -> str:
+    return f"(1 = 0 OR {compiler.process(element.clause, **kw)})"
