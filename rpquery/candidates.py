@@ -73,15 +73,17 @@ def _run(
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
     exclude: list[int] = []
+    root_of: dict[int, int] = {}
     for batch_limit in _batches(req.limit if push_limit else None):
         roots = select_roots(conn, req, names, policies, batch_limit, exclude, sharing.rc_ids)
         loaded = load_groups(conn, req, names, roots, sharing)
         _collect(loaded, req, found, seen, stop=req.limit if push_limit else None)
+        root_of.update(loaded.data.root_of)
         exclude.extend(loaded.anchors if roots.ids is not None else ())
         if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:
             break
     chosen = _apply_policies(conn, found, policies, req)
-    return _summarise(conn, chosen, names)
+    return _summarise(conn, chosen, names, root_of)
 
 
 def _batches(limit: int | None) -> Iterable[int | None]:
@@ -135,13 +137,13 @@ def _apply_policies(
 
 
 def _summarise(
-    conn: Connection, chosen: list[RawCandidate], names: q.Names
+    conn: Connection, chosen: list[RawCandidate], names: q.Names, root_of: dict[int, int]
 ) -> AllocationCandidates:
     if not chosen:
         return AllocationCandidates()
-    ids = {c.root_id for c in chosen} | {rp for c in chosen for rp in c.allocations}
-    ids |= {rp for c in chosen for rps in c.mappings.values() for rp in rps}
-    summaries, uuid_by_id = fetch_summaries(conn, ids)
+    trees = {c.root_id for c in chosen}
+    trees.update(root_of[rp] for c in chosen for rps in c.mappings.values() for rp in rps)
+    summaries, uuid_by_id = fetch_summaries(conn, trees)
     rc_name = {i: n for n, i in names.rc_ids.items()}
     requests = tuple(
         AllocationRequest(

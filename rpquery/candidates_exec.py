@@ -30,8 +30,8 @@ NAMES = q.names_stmt(q.ids_param("rc_names"), q.ids_param("trait_names"))
 ROOT_IDS = q.ids_param("root_ids")
 SHARING_IDS = q.ids_param("sharing_ids")
 EXCLUDE_IDS = q.ids_param("exclude_ids")
-SUMMARY = q.summary_stmt(q.ids_param("provider_ids", literal=True))
-SUMMARY_TRAITS = q.summary_traits_stmt(q.ids_param("provider_ids", literal=True))
+SUMMARY = q.summary_stmt(q.ids_param("tree_ids", literal=True))
+SUMMARY_TRAITS = q.summary_traits_stmt(q.ids_param("tree_ids", literal=True))
 
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
 
@@ -321,10 +321,10 @@ def load_groups(
 
 
 def fetch_summaries(
-    conn: Connection, provider_ids: set[int]
+    conn: Connection, root_ids: set[int]
 ) -> tuple[dict[str, ProviderSummary], dict[int, str]]:
-    """Summaries of every provider in the trees of ``provider_ids`` (two statements)."""
-    params = {"provider_ids": sorted(provider_ids)}
+    """Summaries of every provider in the trees ``root_ids`` (two statements)."""
+    params = {"tree_ids": sorted(root_ids)}
     traits: dict[int, set[str]] = defaultdict(set)
     for rp, name in conn.execute(SUMMARY_TRAITS, params).all():
         traits[rp].add(name)

@@ -125,6 +125,8 @@ def _subtrees_ok(
     slots: Sequence[Slot], i: int, state: _State, data: SearchData, rules: SearchRules
 ) -> bool:
     """Check every same_subtree set that slot ``i`` completes."""
+    if not rules.same_subtree:
+        return True
     done = {s.suffix: state.picks[j] for j, s in enumerate(slots[: i + 1]) if s.kind != "class"}
     for group_set in rules.same_subtree:
         complete = slots[i].suffix in group_set and group_set <= done.keys()

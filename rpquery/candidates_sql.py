@@ -313,29 +313,24 @@ def tree_shape_stmt(roots: RootScope = None) -> Select:
     return stmt.where(*_scope(rp, roots, ()))
 
 
-def _trees_of(rp: FromClause, provider_ids: Ids) -> ColumnElement[bool]:
-    chosen = resource_providers.alias("chosen")
-    return rp.c.root_provider_id.in_(
-        sa.select(chosen.c.root_provider_id).where(chosen.c.id.in_(_ids(provider_ids)))
-    )
-
-
-def summary_stmt(provider_ids: Ids) -> Select:
-    """Every provider of the trees of ``provider_ids`` (the anchors and the providers
-    used by the returned candidates) with each inventory's capacity and usage.
+def summary_stmt(root_ids: Ids) -> Select:
+    """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
+    providers used by the returned candidates) with each inventory's capacity and usage.
 
     ``SELECT rp.id, rp.uuid, rp.name, parent.uuid, root.uuid, rc.name, capacity, used
     FROM resource_providers rp JOIN resource_providers root ON ...
     LEFT JOIN resource_providers parent ON ... LEFT JOIN inventories inv ON ...
-    LEFT JOIN resource_classes rc ON ... WHERE rp.root_provider_id IN
-    (SELECT root_provider_id FROM resource_providers WHERE id IN (:ids))``
+    LEFT JOIN resource_classes rc ON ... LEFT JOIN (<usage_by_provider>) inuse ON ...
+    WHERE rp.root_provider_id IN (:roots)``
     """
     rp = resource_providers.alias("rp")
     root = resource_providers.alias("root")
     parent = resource_providers.alias("parent")
     inv = inventories.alias("inv")
     rc = resource_classes.alias("rc")
-    usage = clauses.usage_by_provider(None, lambda p: [_trees_of(p, provider_ids)]).alias("inuse")
+    usage = clauses.usage_by_provider(
+        None, lambda p: [p.c.root_provider_id.in_(_ids(root_ids))]
+    ).alias("inuse")
     used = sa.func.coalesce(usage.c.used, 0)
     return (
         sa.select(
@@ -361,14 +356,14 @@ def summary_stmt(provider_ids: Ids) -> Select:
                 ),
             )
         )
-        .where(_trees_of(rp, provider_ids))
+        .where(rp.c.root_provider_id.in_(_ids(root_ids)))
         .order_by(rp.c.id, rc.c.name)
     )
 
 
-def summary_traits_stmt(provider_ids: Ids) -> Select:
+def summary_traits_stmt(root_ids: Ids) -> Select:
     """``SELECT rpt.resource_provider_id, t.name FROM resource_provider_traits rpt
-    JOIN traits t ... JOIN resource_providers rp ... WHERE <rp in the trees of :ids>``"""
+    JOIN traits t ... JOIN resource_providers rp ... WHERE rp.root_provider_id IN (:roots)``"""
     rp = resource_providers.alias("rp")
     rpt = resource_provider_traits.alias("rpt")
     t = traits.alias("t")
@@ -377,6 +372,6 @@ def summary_traits_stmt(provider_ids: Ids) -> Select:
         .select_from(
             rpt.join(t, t.c.id == rpt.c.trait_id).join(rp, rp.c.id == rpt.c.resource_provider_id)
         )
-        .where(_trees_of(rp, provider_ids))
+        .where(rp.c.root_provider_id.in_(_ids(root_ids)))
         .order_by(rpt.c.resource_provider_id, t.c.name)
     )

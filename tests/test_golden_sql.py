@@ -106,8 +106,10 @@ def test_sharing_statement(dialect: Dialect) -> None:
 
 
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
-    text = sql(q.summary_stmt(q.ids_param("provider_ids")).params(provider_ids=[1, 2]), dialect)
-    assert "rp.root_provider_id IN (SELECT chosen.root_provider_id" in text
+    ids = q.ids_param("tree_ids", literal=True)
+    text = sql(q.summary_stmt(ids).params(tree_ids=[1, 2]), dialect)
+    assert text.endswith("WHERE rp.root_provider_id IN (1, 2) ORDER BY rp.id, rc.name"), text
+    assert "WHERE up.root_provider_id IN (1, 2) GROUP BY" in text
     traits_text = sql(q.summary_traits_stmt([1]), dialect)
     assert "JOIN traits AS t" in traits_text
 
