@@ -84,10 +84,26 @@ def build(out: Path, config: RunConfig, notes: dict[str, str], baseline: Path | 
         if old and r.get("median_ms") and old.get("median_ms"):
             r["baseline_median_ms"] = old["median_ms"]
             r["change_pct"] = round(100 * (r["median_ms"] / old["median_ms"] - 1), 1)
-    (out / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / "results.json").write_text(json.dumps(_trimmed(data), indent=1, default=str))
     plots = _plots(out, data["results"])
     (out / "report.md").write_text(_markdown(data, plots))
     return _short_table(data["results"])
+
+
+def _trimmed(data: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
+    """``data`` with each plan's SQL and text cut to ``limit`` characters (IN lists of
+    thousands of ids make them huge); ``records.json`` keeps them whole."""
+    results = []
+    for r in data["results"]:
+        if "plans" in r:
+            r = {
+                **r,
+                "plans": [
+                    {**p, "sql": p["sql"][:limit], "plan": p["plan"][:limit]} for p in r["plans"]
+                ],
+            }
+        results.append(r)
+    return {**data, "results": results}
 
 
 def _baseline(path: Path | None) -> dict[Key, dict[str, Any]]:
@@ -113,17 +129,23 @@ def _plots(out: Path, results: list[dict[str, Any]]) -> list[str]:
                 series.setdefault(r["scenario"], []).append((int(r["hosts"]), r["median_ms"]))
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for scenario, points in sorted(series.items()):
+        fig, ax = plt.subplots(figsize=(10, 5.5))
+        colors = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
+        sizes: set[int] = set()
+        for i, (scenario, points) in enumerate(sorted(series.items())):
             xs, ys = zip(*sorted(points), strict=True)
-            ax.plot(xs, ys, marker="o", label=scenario)
+            sizes.update(xs)
+            style = "-" if i < len(colors) else "--"
+            ax.plot(xs, ys, style, marker="o", color=colors[i % len(colors)], label=scenario)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xticks(sorted(sizes), [f"{x:,}" for x in sorted(sizes)])
+        ax.minorticks_off()
         ax.set_xlabel("hosts in the cloud")
         ax.set_ylabel("median latency (ms)")
         ax.set_title(f"rpquery on {backend}: latency vs cloud size")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         name = f"latency-{backend}.png"
         fig.savefig(out / name, dpi=90)
