@@ -74,10 +74,13 @@ def usage_by_provider(
     up = resource_providers.alias("up")
     stmt = sa.select(
         a.c.resource_provider_id, a.c.resource_class_id, sa.func.sum(a.c.used).label("used")
-    ).select_from(a.join(up, up.c.id == a.c.resource_provider_id))
+    )
     if rc_ids is not None:
         stmt = stmt.where(a.c.resource_class_id.in_(sorted(rc_ids)))
-    return stmt.where(*scope(up)).group_by(a.c.resource_provider_id, a.c.resource_class_id)
+    limits = scope(up)
+    if limits:  # no scope (a whole-cloud answer): no join needed
+        stmt = stmt.select_from(a.join(up, up.c.id == a.c.resource_provider_id)).where(*limits)
+    return stmt.group_by(a.c.resource_provider_id, a.c.resource_class_id)
 
 
 def capacity(inv: FromClause) -> ColumnElement[float]:

@@ -205,6 +205,5 @@ def test_candidates_equal_brute_force(backend: str, request: pytest.FixtureReque
         assert some <= expected and len(some) == min(limit, len(expected))
 
     check()
-    print(seen)
     # the generator must produce clouds where candidates exist, or the test proves little
     assert seen["non_empty"] >= seen["examples"] // 5 > 0
