@@ -473,3 +473,13 @@ def test_explain_includes_the_policy_statements(cli: Invoke) -> None:
     sqls = [s["sql"] for s in json.loads(filtered.stdout)["statements"]]
     assert any("rpq_aggregate_metadata" in sql for sql in sqls)
     assert not any("rpq_aggregate_metadata" in s["sql"] for s in plain["statements"])
+
+
+def test_a_url_copied_from_placement_logs_works(cli: Invoke) -> None:
+    copied = cli("candidates", "/allocation_candidates?resources=VCPU:1&limit=1", "--json")
+    typed = cli("candidates", "--resources", "VCPU:1", "--limit", "1", "--json")
+    assert copied.exit_code == 0, copied.output
+    assert json.loads(copied.stdout) == json.loads(typed.stdout)
+    encoded = cli("candidates", "resources=VCPU%3A1&required=%21CUSTOM_GPU&limit=1", "--json")
+    assert encoded.exit_code == 0, encoded.output
+    assert len(json.loads(encoded.stdout)["allocation_requests"]) == 1
