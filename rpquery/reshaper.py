@@ -21,11 +21,13 @@ One transaction (:func:`reshape`), in this order:
    raised by one conditional ``UPDATE`` (which also takes their row locks, so allocation
    writers on those providers queue behind the reshape or see the new generation);
 3. usage and capacity of every touched provider read (the *before* state);
-4. the complete new inventories written (rows deleted, updated, inserted) with **no**
-   usage check: old and new inventory may briefly disagree with the allocations;
+4. the complete new inventories written
+   (:func:`rpquery.inventory.write_inventory_rows` with ``check_usage=False``): old and
+   new inventory may briefly disagree with the allocations;
 5. the consumers' allocations replaced by the write path
    (:func:`rpquery.allocations.write_consumer_allocations`: consumer generations, types,
-   unit rules and capacity against the *new* inventories);
+   unit rules and capacity against the *new* inventories; providers raised in step 2
+   are not raised again);
 6. the *after* state read and checked: no allocation left on a class whose inventory is
    gone, and no (provider, class) over capacity unless its overage is not larger than
    before the reshape (the write path's rule).
@@ -52,7 +54,7 @@ from rpquery import allocations as write_path
 from rpquery import catalog
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
-from rpquery.inventory import check_inventory
+from rpquery.inventory import check_inventory, write_inventory_rows
 from rpquery.models import ConsumerAllocations, Inventory, check_int, check_uuid
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
 
@@ -189,14 +191,6 @@ def pair_usage_select(provider_ids: Sequence[int]) -> sa.Select:
     )
 
 
-def current_inventories_select(provider_ids: Sequence[int]) -> sa.Select:
-    """The existing inventory rows of the providers whose inventories are replaced."""
-    inv = inventories
-    return sa.select(
-        inv.c.id, inv.c.resource_provider_id, inv.c.resource_class_id, *inv.c[_INV_FIELDS]
-    ).where(inv.c.resource_provider_id.in_(sorted(provider_ids)))
-
-
 # ---------------------------------------------------------------- the transaction
 
 
@@ -241,10 +235,14 @@ def _reshape_on(
     )
     touched = sorted(rp_id for rp_id, _ in ids.values())
     before = _pair_usages(conn, touched)
-    _write_inventories(conn, {ids[u][0]: p.inventories for u, p in inv_map.items()}, rc_ids)
+    for uuid, provider in inv_map.items():
+        write_inventory_rows(
+            conn, ids[uuid][0], provider.inventories, rc_ids, replace_all=True, check_usage=False
+        )
     if batch:
+        bumped = {ids[uuid][0] for uuid in inv_map}
         try:
-            write_path.write_consumer_allocations(conn, batch)
+            write_path.write_consumer_allocations(conn, batch, already_bumped=bumped)
         except CapacityExceeded as error:
             if error.code != "rpquery.allocation.capacity_exceeded":
                 raise
@@ -294,45 +292,6 @@ def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
             row.name, int(row.used), capacity
         )
     return pairs
-
-
-def _write_inventories(
-    conn: Connection,
-    new: Mapping[int, Mapping[str, Inventory]],
-    rc_ids: Mapping[str, int],
-) -> None:
-    """Make each provider's inventory rows exactly ``new`` (one DELETE, one UPDATE with
-    many parameter sets, one INSERT at most); usage is checked later, on the final state."""
-    if not new:
-        return
-    inv = inventories
-    current = {
-        (row.resource_provider_id, row.resource_class_id): row
-        for row in conn.execute(current_inventories_select(list(new)))
-    }
-    wanted = {
-        (rp_id, rc_ids[rc]): item for rp_id, invs in new.items() for rc, item in invs.items()
-    }
-    drop = [row.id for key, row in current.items() if key not in wanted]
-    update, insert = [], []
-    for key, item in sorted(wanted.items()):
-        values = {name: getattr(item, name) for name in _INV_FIELDS}
-        row = current.get(key)
-        if row is None:
-            insert.append({"resource_provider_id": key[0], "resource_class_id": key[1], **values})
-        elif tuple(row[3:]) != tuple(values.values()):
-            update.append({"row_id": row.id, **{f"v_{k}": v for k, v in values.items()}})
-    if drop:
-        conn.execute(inv.delete().where(inv.c.id.in_(drop)))
-    if update:
-        stmt = (
-            inv.update()
-            .where(inv.c.id == sa.bindparam("row_id"))
-            .values({name: sa.bindparam(f"v_{name}") for name in _INV_FIELDS})
-        )
-        conn.execute(stmt, update)
-    if insert:
-        conn.execute(inv.insert(), insert)
 
 
 def _check_final(before: _Pairs, after: _Pairs, uuids: Mapping[int, str]) -> None:
