@@ -99,12 +99,16 @@ def _collect(
     seen: set[tuple[object, ...]],
     stop: int | None,
 ) -> None:
+    shared = loaded.sharing_ids
     for root in loaded.anchors:
         for cand in search_anchor(root, loaded.slots, loaded.data, loaded.rules):
-            key = cand.key()
-            if key in seen:
-                continue
-            seen.add(key)
+            # Only a candidate made of sharing providers alone can be reached from
+            # several anchors; any other is unique to its tree.
+            if shared and all(rp in shared for rp in cand.allocations):
+                key = cand.key()
+                if key in seen:
+                    continue
+                seen.add(key)
             found.append(cand)
             if stop is not None and not req.randomize and len(found) >= stop:
                 return

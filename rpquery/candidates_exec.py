@@ -164,6 +164,7 @@ class Loaded:
     slots: list[Slot]
     data: SearchData
     rules: SearchRules
+    sharing_ids: frozenset[int] = frozenset()
 
 
 class _Collector:
@@ -317,7 +318,8 @@ def load_groups(
         flags=col.flags,
     )
     data = SearchData(col.inventory, col.root_of, parent_of)
-    return Loaded(anchors, slots, data, rules)
+    sharing_ids = frozenset(run.params["sharing_ids"])
+    return Loaded(anchors, slots, data, rules, sharing_ids)
 
 
 def fetch_summaries(
