@@ -2,7 +2,7 @@
 providers) and random requests, rpquery's candidate set equals the brute-force
 reference of ``tests/reference.py``; with ``limit`` it is a subset of that size.
 
-SQLite runs 60 examples by default; with ``CI=true`` every backend runs (fewer
+SQLite runs 60 examples by default; with ``CI=true`` every backend runs (30
 examples each, to keep the suite's budget).
 """
 
@@ -25,7 +25,7 @@ from tests.reference import SHARING, Cloud, Inv, Prov, iter_keys, reference_cand
 RCS = ("VCPU", "MEMORY_MB", "DISK_GB")
 TRAITS = ("CUSTOM_A", "CUSTOM_B", "CUSTOM_C")
 AGGS = ("a0000000-0000-4000-8000-000000000001", "a0000000-0000-4000-8000-000000000002")
-EXAMPLES = int(os.environ.get("RPQUERY_PROPERTY_EXAMPLES", "15" if IN_CI else "60"))
+EXAMPLES = int(os.environ.get("RPQUERY_PROPERTY_EXAMPLES", "30" if IN_CI else "60"))
 
 
 def sometimes(names: tuple[str, ...]) -> st.SearchStrategy[tuple[str, ...]]:
