@@ -17,6 +17,7 @@ from sqlalchemy.sql import ColumnElement
 from rpquery.candidates import AllocationCandidates, allocation_candidates, candidate_statements
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
+from rpquery.provider_list import list_providers
 from rpquery.request import CandidatesRequest, RequestGroup
 from rpquery.tables import resource_providers
 from tests.factories import allocate, provider
@@ -171,3 +172,36 @@ def test_candidate_statements_compile(flat: Database) -> None:
     stmts = candidate_statements(flat, "resources=VCPU:1&required=!CUSTOM_GPU")
     sql = " ".join(str(s.compile(flat.engine)) for s in stmts)  # type: ignore[attr-defined]
     assert "NOT (EXISTS" in sql
+
+
+class SqlOnly(OnlyNamed):
+    """The same filter, pushed into SQL only: ``limit`` can stay in SQL too."""
+
+    def keep(self, conn: Connection, root_ids: Sequence[int]) -> set[int] | None:
+        return None
+
+    def weigh(self, conn: Connection, root_ids: Sequence[int]) -> Mapping[int, float] | None:
+        return None
+
+    @property
+    def needs_all_candidates(self) -> bool:
+        return False
+
+
+def test_sql_only_policy_with_pushed_limit(flat: Database) -> None:
+    got = allocation_candidates(flat, "resources=VCPU:1&limit=5", policies=[SqlOnly("excl_")])
+    assert names_of(got) == {"excl_gpu", "excl_small"}  # busy is full, step needs 2s
+    providers = list_providers(flat, "resources=VCPU:1", policies=[SqlOnly("incl_")])
+    assert [p.name for p in providers] == ["incl_cn1", "incl_cn2"]
+
+
+def test_randomized_limit_is_a_sample(flat: Database) -> None:
+    full = allocation_candidates(flat, "resources=VCPU:1")
+    group = RequestGroup(resources={"VCPU": 1})
+    sample = allocation_candidates(
+        flat, CandidatesRequest(groups=(group,), limit=2, randomize=True)
+    )
+    assert len(sample.allocation_requests) == 2
+    assert {ar.root_uuid for ar in sample.allocation_requests} <= {
+        ar.root_uuid for ar in full.allocation_requests
+    }
