@@ -48,6 +48,11 @@ def inventories(draw: st.DrawFn) -> dict[str, Inv]:
     return out
 
 
+def provider_uuid(i: int) -> str:
+    """Uuids fixed by position, so requests can name a tree (``in_tree``) up front."""
+    return f"00000000-0000-4000-8000-{i:012d}"
+
+
 @st.composite
 def clouds(draw: st.DrawFn) -> Cloud:
     provs: list[Prov] = []
@@ -59,6 +64,7 @@ def clouds(draw: st.DrawFn) -> Cloud:
         provs.append(
             Prov(
                 name=f"p{i}",
+                uuid=provider_uuid(i),
                 parent=parent,
                 inventory=inv,
                 used={rc: draw(st.sampled_from((0, 0, 1, 2))) for rc in inv},
@@ -99,6 +105,7 @@ def groups(draw: st.DrawFn, suffix: str, resourceless: bool = False) -> RequestG
         forbidden=frozenset(draw(sometimes(TRAITS))) - set().union(*required),
         member_of=tuple(frozenset({a}) for a in draw(sometimes(AGGS))),
         forbidden_aggs=frozenset(draw(sometimes(AGGS))),
+        in_tree=draw(st.sampled_from([None] * 6 + [provider_uuid(i) for i in range(3)])),
     )
 
 
@@ -118,6 +125,7 @@ def requests(draw: st.DrawFn) -> CandidatesRequest:
             groups=tuple(gs),
             group_policy=draw(st.sampled_from(("none", "isolate"))),
             root_required=frozenset(draw(sometimes(TRAITS))),
+            root_forbidden=frozenset(draw(sometimes(TRAITS))),
             same_subtree=subtree,
         )
     except InvalidRequest:
@@ -146,13 +154,13 @@ def insert(db: Database, cloud: Cloud) -> None:
             ref = provider(
                 conn,
                 p.name,
+                uuid=p.uuid,
                 parent=parent,
                 inventory=inv,
                 traits=sorted(p.traits),
                 aggregates=sorted(p.aggs),
             )
             refs[p.name] = ref
-            p.uuid = ref.uuid
             for rc, used in p.used.items():
                 if used:
                     allocate(conn, f"c-{p.name}-{rc}", ref, rc, used)
