@@ -332,7 +332,9 @@ def fetch_summaries(
         traits[rp].add(name)
     info: dict[int, tuple[str, str | None, str | None, str]] = {}
     resources: dict[int, dict[str, ResourceSummary]] = defaultdict(dict)
-    for rp, uuid, name, parent, root, rc_name, capacity, used in conn.execute(SUMMARY, params):
+    for rp, uuid, name, parent, root, rc_name, capacity, used in conn.execute(
+        SUMMARY, params
+    ).all():
         info[rp] = (uuid, name, parent, root)
         if rc_name is not None:
             resources[rp][rc_name] = ResourceSummary(int(capacity), dialects.to_int(used))
