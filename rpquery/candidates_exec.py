@@ -1,7 +1,7 @@
 """Thin executors of the allocation-candidate read path: run the builders of
 :mod:`rpquery.candidates_sql` and turn rows into the plain data the search needs.
 
->>> Roots(ids=[3, 5], scope=[3, 5], exhausted=True).ids
+>>> Roots(ids=[3, 5], scope=[3, 5], params={"root_ids": [3, 5]}, exhausted=True).ids
 [3, 5]
 """
 
