@@ -211,14 +211,8 @@ def _scope(token: ScopeToken) -> q.RootScope:
 
 
 @functools.lru_cache(maxsize=512)
-def _stmt(
-    kind: str,
-    group: RequestGroup | None,
-    key: NamesKey,
-    token: ScopeToken,
-    rc_ids: tuple[int, ...],
-) -> sa.Select:
-    """Group, sharing and tree-shape statements, built once per request shape; the
+def _stmt(kind: str, group: RequestGroup | None, key: NamesKey, token: ScopeToken) -> sa.Select:
+    """Group, resourceless and tree-shape statements, built once per request shape; the
     batch's roots and sharing providers are bound at execution."""
     names = q.Names(dict(key[0]), dict(key[1]))
     scope = _scope(token)
@@ -240,10 +234,8 @@ class _Run:
     token: ScopeToken
     params: dict[str, Any]
 
-    def execute(
-        self, kind: str, group: RequestGroup | None = None, rc_ids: tuple[int, ...] = ()
-    ) -> Any:
-        stmt = _stmt(kind, group, self.key, self.token, rc_ids)
+    def execute(self, kind: str, group: RequestGroup | None = None) -> Any:
+        stmt = _stmt(kind, group, self.key, self.token)
         return self.conn.execute(stmt, self.params).all()
 
 
@@ -362,5 +354,5 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
         out.append(_sharing_stmt(key, rc_ids))
     for g in req.groups:
         kind = "group" if g.resources else "resourceless"
-        out.append(_stmt(kind, g, key, roots, ()).params(sharing_ids=[]))
+        out.append(_stmt(kind, g, key, roots).params(sharing_ids=[]))
     return out
