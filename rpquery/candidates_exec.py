@@ -221,7 +221,8 @@ def _stmt(kind: str, group: RequestGroup | None, key: NamesKey, token: ScopeToke
     assert group is not None
     if kind == "resourceless":
         return q.resourceless_stmt(group, names, scope)
-    return q.group_rows_stmt(group, names, scope, SHARING_IDS if scope is not None else ())
+    sharing = SHARING_IDS if scope is not None else ()
+    return q.group_rows_stmt(group, names, scope, sharing, correlated_usage=token == "ids")
 
 
 @dataclass(frozen=True)

@@ -143,14 +143,20 @@ def _scope(rp: FromClause, roots: RootScope, sharing_ids: Ids) -> list[ColumnEle
 
 
 def group_rows_stmt(
-    group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Ids = ()
+    group: RequestGroup,
+    names: Names,
+    roots: RootScope = None,
+    sharing_ids: Ids = (),
+    *,
+    correlated_usage: bool = False,
 ) -> Select:
     """One row per (provider, requested class) that can serve ``group``'s amount.
 
     ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
     inv.max_unit [, EXISTS(trait in set_i) AS req_i ...]
     FROM inventories inv JOIN resource_providers rp ON rp.id = inv.resource_provider_id
-    LEFT JOIN (<usage_by_provider, same scope>) usage ON (provider, class)
+    LEFT JOIN (<usage_by_provider, same scope>) inuse ON (provider, class)
+    (or, with ``correlated_usage``, ``used`` as :func:`clauses.usage_subquery`)
     WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
     AND NOT EXISTS (<forbidden trait>) AND EXISTS (<member_of>) ...
     AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``
@@ -161,7 +167,18 @@ def group_rows_stmt(
     usage = clauses.usage_by_provider(rc_ids, lambda p: _scope(p, roots, sharing_ids)).alias(
         "inuse"
     )
-    used = sa.func.coalesce(usage.c.used, 0)
+    used: ColumnElement[int] = sa.func.coalesce(usage.c.used, 0)
+    joined = inv.join(rp, rp.c.id == inv.c.resource_provider_id)
+    if correlated_usage:  # a batch of trees: an index probe per row beats any aggregate
+        used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    else:
+        joined = joined.outerjoin(
+            usage,
+            sa.and_(
+                usage.c.resource_provider_id == inv.c.resource_provider_id,
+                usage.c.resource_class_id == inv.c.resource_class_id,
+            ),
+        )
     flags = []
     if not group.is_granular:
         flags = [
@@ -178,15 +195,7 @@ def group_rows_stmt(
             inv.c.max_unit,
             *flags,
         )
-        .select_from(
-            inv.join(rp, rp.c.id == inv.c.resource_provider_id).outerjoin(
-                usage,
-                sa.and_(
-                    usage.c.resource_provider_id == inv.c.resource_provider_id,
-                    usage.c.resource_class_id == inv.c.resource_class_id,
-                ),
-            )
-        )
+        .select_from(joined)
         .where(
             inv.c.resource_class_id.in_(rc_ids),
             _fits_one_of(group, names, inv, used),
