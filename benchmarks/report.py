@@ -86,7 +86,8 @@ def build(out: Path, config: RunConfig, notes: dict[str, str], baseline: Path | 
             r["change_pct"] = round(100 * (r["median_ms"] / old["median_ms"] - 1), 1)
     (out / "results.json").write_text(json.dumps(_trimmed(data), indent=1, default=str))
     plots = _plots(out, data["results"])
-    (out / "report.md").write_text(_markdown(data, plots))
+    ratio_plot = _ratio_plot(out, data["placement"])
+    (out / "report.md").write_text(_markdown(data, plots, ratio_plot))
     return _short_table(data["results"])
 
 
@@ -154,6 +155,46 @@ def _plots(out: Path, results: list[dict[str, Any]]) -> list[str]:
     return names
 
 
+def _ratio_plot(out: Path, records: list[dict[str, Any]]) -> str | None:
+    """Bars of Placement / rpquery per scenario and backend, at each backend's largest
+    cloud; log scale, 1 = as fast."""
+    largest: dict[str, int] = {}
+    for r in records:
+        if r.get("ratio"):
+            largest[r["backend"]] = max(largest.get(r["backend"], 0), int(r["hosts"]))
+    rows = [r for r in records if r.get("ratio") and int(r["hosts"]) == largest[r["backend"]]]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenarios = sorted({r["scenario"] for r in rows})
+    backends = sorted(largest)
+    height = 0.8 / len(backends)
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(scenarios) + 1.5))
+    for b, backend in enumerate(backends):
+        got = {r["scenario"]: r["ratio"] for r in rows if r["backend"] == backend}
+        ys = [i + b * height for i, name in enumerate(scenarios) if name in got]
+        ax.barh(
+            ys,
+            [got[n] for n in scenarios if n in got],
+            height=height,
+            label=f"{backend} ({largest[backend]:,} hosts)",
+        )
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(scenarios))], scenarios, fontsize=8)
+    ax.set_xlabel("Placement median / rpquery median (> 1: rpquery faster)")
+    ax.set_title("rpquery vs OpenStack Placement, same database")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "placement-ratio.png", dpi=90)
+    plt.close(fig)
+    return "placement-ratio.png"
+
+
 # ---------------------------------------------------------------- text
 
 
@@ -185,7 +226,7 @@ def _short_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _markdown(data: dict[str, Any], plots: list[str]) -> str:
+def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) -> str:
     meta = data["meta"]
     md = [
         "# rpquery benchmark report",
@@ -218,6 +259,8 @@ def _markdown(data: dict[str, Any], plots: list[str]) -> str:
     md += [f"![latency on {p}]({p})" for p in plots]
     md += ["", *_explain_section(data["results"])]
     md += ["", *_placement_section(data["placement"])]
+    if ratio_plot:
+        md += ["", f"![rpquery vs Placement]({ratio_plot})"]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
 
