@@ -10,7 +10,7 @@ added.
 >>> db = Database("sqlite://")
 >>> upgrade(db)
 >>> status(db).revision
-'rpq0004'
+'rpq0005'
 """
 
 from __future__ import annotations

@@ -403,6 +403,25 @@ fake_backend_jobs = Table(
     PrimaryKeyConstraint("id"),
 )
 
+# rpquery's own indexes on Placement's tables (migration rpq0005). Extra indexes never
+# break a Placement reader; their ``rpq_`` prefix says whose they are.
+
+# Usages by consumer type (rpquery.usages): the project's consumers with their type,
+# then their allocations, both answered from the index alone.
+Index(
+    "rpq_consumers_project_user_type_idx",
+    consumers.c.project_id,
+    consumers.c.user_id,
+    consumers.c.consumer_type_id,
+    consumers.c.uuid,
+)
+Index(
+    "rpq_allocations_consumer_class_used_idx",
+    allocations.c.consumer_id,
+    allocations.c.resource_class_id,
+    allocations.c.used,
+)
+
 #: rpquery's own tables, in creation order.
 RPQUERY_TABLES = (
     aggregate_metadata,
