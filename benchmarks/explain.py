@@ -84,12 +84,13 @@ def capture(db: Database, run: Callable[[], int]) -> tuple[int, list[tuple[str, 
 
 
 def explain_all(db: Database, statements: list[tuple[str, Any]]) -> list[Plan]:
-    """The plan of each captured statement, with its full-scan flags."""
+    """The plan of each distinct captured statement, with its full-scan flags."""
     plans = []
     name = db.dialect_name
     prefix = dialects.explain_prefix(name, analyze=name != "sqlite")
+    unique = list({sql: (sql, params) for sql, params in statements}.values())
     with db.connect() as conn:
-        for sql, params in statements:
+        for sql, params in unique:
             rows = conn.exec_driver_sql(prefix + sql, params).all()
             text = _plan_text(name, rows)
             names = aliases(sql)
