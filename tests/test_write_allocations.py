@@ -298,8 +298,11 @@ def test_builders_compile_on_every_dialect(dialect: str) -> None:
             .compile(dialect=DIALECTS[dialect])
         ),
     }
-    # one statement: outer select, usage subquery, providers in play, held providers (x2)
-    assert compiled["state"].count("SELECT") == 5
+    # one statement: outer select, usage subquery, and twice the providers in play as a
+    # UNION of two index lookups (named providers, providers the consumers hold)
+    assert compiled["state"].count("SELECT") == 6
+    assert compiled["state"].count("UNION") == 2
+    assert " OR " not in compiled["state"]
     assert "GROUP BY" in compiled["state"]
     assert compiled["bump"].startswith("UPDATE resource_providers")
     assert compiled["bump"].count(" OR ") == 1  # both providers in one statement
