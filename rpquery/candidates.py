@@ -100,8 +100,10 @@ def _collect(
     stop: int | None,
 ) -> None:
     shared = loaded.sharing_ids
+    slots, data, rules = loaded.slots, loaded.data, loaded.rules
+    limit = stop if stop is not None and not req.randomize else None
     for root in loaded.anchors:
-        for cand in search_anchor(root, loaded.slots, loaded.data, loaded.rules):
+        for cand in search_anchor(root, slots, data, rules):
             # Only a candidate made of sharing providers alone can be reached from
             # several anchors; any other is unique to its tree.
             if shared and all(rp in shared for rp in cand.allocations):
@@ -110,7 +112,7 @@ def _collect(
                     continue
                 seen.add(key)
             found.append(cand)
-            if stop is not None and not req.randomize and len(found) >= stop:
+            if limit is not None and len(found) >= limit:
                 return
 
 
@@ -151,12 +153,12 @@ def _summarise(
     rc_name = {i: n for n, i in names.rc_ids.items()}
     requests = tuple(
         AllocationRequest(
-            allocations={
-                uuid_by_id[rp]: {rc_name[rc]: amt for rc, amt in sorted(res.items())}
+            {
+                uuid_by_id[rp]: {rc_name[rc]: amt for rc, amt in res.items()}
                 for rp, res in c.allocations.items()
             },
-            mappings={s: tuple(uuid_by_id[rp] for rp in rps) for s, rps in c.mappings.items()},
-            root_uuid=uuid_by_id[c.root_id],
+            {s: tuple([uuid_by_id[rp] for rp in rps]) for s, rps in c.mappings.items()},
+            uuid_by_id[c.root_id],
         )
         for c in chosen
     )

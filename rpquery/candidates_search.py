@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Inventory:
-    """Capacity of one (provider, class), its usage and ``max_unit``."""
+class Inventory(NamedTuple):
+    """Capacity of one (provider, class), its usage and ``max_unit`` (a tuple: tens of
+    thousands are built per whole-cloud answer)."""
 
     capacity: float
     used: int
@@ -61,9 +62,10 @@ class SearchData:
     parent_of: Mapping[int, int | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RawCandidate:
-    """A candidate in ids: ``allocations[rp][rc] = amount``, ``mappings[suffix]``."""
+    """A candidate in ids: ``allocations[rp][rc] = amount``, ``mappings[suffix]``.
+    Internal and short-lived, so a plain slotted class (no freezing cost)."""
 
     root_id: int
     allocations: dict[int, dict[int, int]]
@@ -76,30 +78,6 @@ class RawCandidate:
         return allocs, tuple(sorted(self.mappings.items()))
 
 
-class _State:
-    """Mutable state of one depth-first walk (residual capacity and picks)."""
-
-    def __init__(self, n_slots: int) -> None:
-        self.taken: dict[tuple[int, int], int] = {}
-        self.picks: list[int] = [0] * n_slots
-
-
-def _fits(data: SearchData, state: _State, rp: int, rc_amounts: Sequence[tuple[int, int]]) -> bool:
-    for rc, amount in rc_amounts:
-        inv = data.inventory.get((rp, rc))
-        if inv is None:
-            return False
-        total = state.taken.get((rp, rc), 0) + amount
-        if inv.used + total > inv.capacity or total > inv.max_unit:
-            return False
-    return True
-
-
-def _take(state: _State, rp: int, rc_amounts: Sequence[tuple[int, int]], sign: int) -> None:
-    for rc, amount in rc_amounts:
-        state.taken[(rp, rc)] = state.taken.get((rp, rc), 0) + sign * amount
-
-
 def _ancestors(data: SearchData, rp: int) -> Iterator[int]:
     node: int | None = rp
     while node is not None:
@@ -109,78 +87,120 @@ def _ancestors(data: SearchData, rp: int) -> Iterator[int]:
 
 def in_one_subtree(data: SearchData, providers: set[int]) -> bool:
     """True when one of ``providers`` is an ancestor-or-self of all the others."""
-    return any(all(top in set(_ancestors(data, p)) for p in providers) for top in providers)
+    lines = [set(_ancestors(data, p)) for p in providers]
+    return any(all(top in line for line in lines) for top in providers)
 
 
-def _slot_ok(slots: Sequence[Slot], i: int, rp: int, state: _State, rules: SearchRules) -> bool:
-    slot = slots[i]
-    if rules.isolate and slot.kind == "granular":
-        for j in range(i):
-            if slots[j].kind == "granular" and state.picks[j] == rp:
+class _Walk:
+    """One depth-first walk over the slots of one anchor tree (residual capacity in
+    ``taken``, the provider picked per slot in ``picks``, results in ``out``)."""
+
+    __slots__ = ("root", "slots", "inv", "rules", "data", "choices", "taken", "picks", "out")
+
+    def __init__(
+        self, root: int, slots: Sequence[Slot], data: SearchData, rules: SearchRules
+    ) -> None:
+        self.root, self.slots, self.data, self.rules = root, slots, data, rules
+        self.inv = data.inventory
+        self.choices = [s.choices.get(root, ()) for s in slots]
+        self.taken: dict[tuple[int, int], int] = {}
+        self.picks = [0] * len(slots)
+        self.out: list[RawCandidate] = []
+
+    def fits(self, rp: int, rc_amounts: Sequence[tuple[int, int]]) -> bool:
+        inv, taken = self.inv, self.taken
+        for rc, amount in rc_amounts:
+            cell = inv.get((rp, rc))
+            if cell is None:
                 return False
-    return True
-
-
-def _subtrees_ok(
-    slots: Sequence[Slot], i: int, state: _State, data: SearchData, rules: SearchRules
-) -> bool:
-    """Check every same_subtree set that slot ``i`` completes."""
-    if not rules.same_subtree:
+            total = taken.get((rp, rc), 0) + amount
+            if cell.used + total > cell.capacity or total > cell.max_unit:
+                return False
         return True
-    done = {s.suffix: state.picks[j] for j, s in enumerate(slots[: i + 1]) if s.kind != "class"}
-    for group_set in rules.same_subtree:
-        complete = slots[i].suffix in group_set and group_set <= done.keys()
-        if complete and not in_one_subtree(data, {done[s] for s in group_set}):
-            return False
-    return True
 
+    def isolated(self, i: int, rp: int) -> bool:
+        slots, picks = self.slots, self.picks
+        return not any(slots[j].kind == "granular" and picks[j] == rp for j in range(i))
 
-def _traits_ok(slots: Sequence[Slot], state: _State, rules: SearchRules) -> bool:
-    if not rules.required_sets:
+    def take(self, rp: int, rc_amounts: Sequence[tuple[int, int]], sign: int) -> None:
+        taken = self.taken
+        for rc, amount in rc_amounts:
+            taken[(rp, rc)] = taken.get((rp, rc), 0) + sign * amount
+
+    def subtrees_ok(self, i: int) -> bool:
+        """Check every same_subtree set that slot ``i`` completes."""
+        slots, picks = self.slots, self.picks
+        done = {s.suffix: picks[j] for j, s in enumerate(slots[: i + 1]) if s.kind != "class"}
+        for group_set in self.rules.same_subtree:
+            complete = slots[i].suffix in group_set and group_set <= done.keys()
+            if complete and not in_one_subtree(self.data, {done[s] for s in group_set}):
+                return False
         return True
-    have = [False] * rules.required_sets
-    for j, slot in enumerate(slots):
-        if slot.kind == "class":
-            for k, flag in enumerate(rules.flags.get(state.picks[j], ())):
-                have[k] = have[k] or flag
-    return all(have)
 
+    def traits_ok(self) -> bool:
+        have = [False] * self.rules.required_sets
+        flags = self.rules.flags
+        for j, slot in enumerate(self.slots):
+            if slot.kind == "class":
+                for k, flag in enumerate(flags.get(self.picks[j], ())):
+                    have[k] = have[k] or flag
+        return all(have)
 
-def _emit(root: int, slots: Sequence[Slot], state: _State) -> RawCandidate:
-    allocations: dict[int, dict[int, int]] = {}
-    mappings: dict[str, set[int]] = {}
-    for j, slot in enumerate(slots):
-        rp = state.picks[j]
-        mappings.setdefault(slot.suffix, set()).add(rp)
-        for rc, amount in slot.rc_amounts:
-            per_rp = allocations.setdefault(rp, {})
-            per_rp[rc] = per_rp.get(rc, 0) + amount
-    return RawCandidate(root, allocations, {s: tuple(sorted(p)) for s, p in mappings.items()})
+    def emit(self) -> None:
+        allocations: dict[int, dict[int, int]] = {}
+        mappings: dict[str, list[int]] = {}
+        for slot, rp in zip(self.slots, self.picks, strict=True):
+            used = mappings.get(slot.suffix)
+            if used is None:
+                mappings[slot.suffix] = [rp]
+            elif rp not in used:
+                used.append(rp)
+            if not slot.rc_amounts:  # a resourceless group allocates nothing
+                continue
+            per_rp = allocations.get(rp)
+            if per_rp is None:
+                allocations[rp] = dict(slot.rc_amounts)
+            else:
+                for rc, amount in slot.rc_amounts:
+                    per_rp[rc] = per_rp.get(rc, 0) + amount
+        self.out.append(
+            RawCandidate(
+                self.root,
+                allocations,
+                {s: tuple(p) if len(p) == 1 else tuple(sorted(p)) for s, p in mappings.items()},
+            )
+        )
 
 
 def search_anchor(
     root: int, slots: Sequence[Slot], data: SearchData, rules: SearchRules
-) -> Iterator[RawCandidate]:
+) -> list[RawCandidate]:
     """Every allocation request anchored at tree ``root``, in provider-id order."""
-    state = _State(len(slots))
+    w = _Walk(root, slots, data, rules)
+    if not all(w.choices):  # a slot nobody can fill: nothing to walk
+        return w.out
+    n = len(slots)
     last_class = max((j for j, s in enumerate(slots) if s.kind == "class"), default=-1)
+    check_traits = bool(rules.required_sets)
+    check_subtrees = bool(rules.same_subtree)
 
-    def walk(i: int) -> Iterator[RawCandidate]:
-        if i == len(slots):
-            yield _emit(root, slots, state)
+    def walk(i: int) -> None:
+        if i == n:
+            w.emit()
             return
         slot = slots[i]
-        for rp in slot.choices.get(root, ()):
-            if not _fits(data, state, rp, slot.rc_amounts) or not _slot_ok(
-                slots, i, rp, state, rules
-            ):
+        amounts = slot.rc_amounts
+        isolate = rules.isolate and slot.kind == "granular"
+        for rp in w.choices[i]:
+            if not w.fits(rp, amounts) or (isolate and not w.isolated(i, rp)):
                 continue
-            state.picks[i] = rp
-            _take(state, rp, slot.rc_amounts, +1)
-            if _subtrees_ok(slots, i, state, data, rules) and (
-                i != last_class or _traits_ok(slots, state, rules)
+            w.picks[i] = rp
+            w.take(rp, amounts, +1)
+            if (not check_subtrees or w.subtrees_ok(i)) and (
+                not check_traits or i != last_class or w.traits_ok()
             ):
-                yield from walk(i + 1)
-            _take(state, rp, slot.rc_amounts, -1)
+                walk(i + 1)
+            w.take(rp, amounts, -1)
 
-    yield from walk(0)
+    walk(0)
+    return w.out

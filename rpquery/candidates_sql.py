@@ -326,47 +326,41 @@ def summary_stmt(root_ids: Ids) -> Select:
     """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
     providers used by the returned candidates) with each inventory's capacity and usage.
 
-    ``SELECT rp.id, rp.uuid, rp.name, parent.uuid, root.uuid, rc.name, capacity, used
-    FROM resource_providers rp JOIN resource_providers root ON ...
-    LEFT JOIN resource_providers parent ON ... LEFT JOIN inventories inv ON ...
-    LEFT JOIN resource_classes rc ON ... LEFT JOIN (<usage_by_provider>) inuse ON ...
-    WHERE rp.root_provider_id IN (:roots)``
+    ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id,
+    rc.name, capacity, COALESCE((SELECT SUM(a.used) FROM allocations a WHERE
+    a.resource_provider_id = inv.resource_provider_id AND a.resource_class_id =
+    inv.resource_class_id), 0) AS used
+    FROM resource_providers rp LEFT JOIN inventories inv ON ...
+    LEFT JOIN resource_classes rc ON ... WHERE rp.root_provider_id IN (:roots)
+    ORDER BY rp.id``
+
+    Usage is one index-only probe per returned inventory row (the covering
+    ``allocations_resource_provider_class_used_idx``): its cost follows the trees
+    returned, never the cloud. Parent and root come back as ids (they are in the same
+    trees, so the caller maps them to uuids): no self-joins, fewer bytes per row.
     """
     rp = resource_providers.alias("rp")
-    root = resource_providers.alias("root")
-    parent = resource_providers.alias("parent")
     inv = inventories.alias("inv")
     rc = resource_classes.alias("rc")
-    usage = clauses.usage_by_provider(
-        None, lambda p: [p.c.root_provider_id.in_(_ids(root_ids))]
-    ).alias("inuse")
-    used = sa.func.coalesce(usage.c.used, 0)
+    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
     return (
         sa.select(
             rp.c.id,
             rp.c.uuid,
             rp.c.name,
-            parent.c.uuid.label("parent_uuid"),
-            root.c.uuid.label("root_uuid"),
+            rp.c.parent_provider_id,
+            rp.c.root_provider_id,
             rc.c.name.label("rc_name"),
             clauses.capacity(inv).label("capacity"),
             used.label("used"),
         )
         .select_from(
-            rp.join(root, root.c.id == rp.c.root_provider_id)
-            .outerjoin(parent, parent.c.id == rp.c.parent_provider_id)
-            .outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
-            .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
-            .outerjoin(
-                usage,
-                sa.and_(
-                    usage.c.resource_provider_id == inv.c.resource_provider_id,
-                    usage.c.resource_class_id == inv.c.resource_class_id,
-                ),
+            rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id).outerjoin(
+                rc, rc.c.id == inv.c.resource_class_id
             )
         )
         .where(rp.c.root_provider_id.in_(_ids(root_ids)))
-        .order_by(rp.c.id, rc.c.name)
+        .order_by(rp.c.id)
     )
 
 
@@ -382,5 +376,4 @@ def summary_traits_stmt(root_ids: Ids) -> Select:
             rpt.join(t, t.c.id == rpt.c.trait_id).join(rp, rp.c.id == rpt.c.resource_provider_id)
         )
         .where(rp.c.root_provider_id.in_(_ids(root_ids)))
-        .order_by(rpt.c.resource_provider_id, t.c.name)
     )

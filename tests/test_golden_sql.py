@@ -108,8 +108,10 @@ def test_sharing_statement(dialect: Dialect) -> None:
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
     ids = q.ids_param("tree_ids", literal=True)
     text = sql(q.summary_stmt(ids).params(tree_ids=[1, 2]), dialect)
-    assert text.endswith("WHERE rp.root_provider_id IN (1, 2) ORDER BY rp.id, rc.name"), text
-    assert "WHERE up.root_provider_id IN (1, 2) GROUP BY" in text
+    assert text.endswith("WHERE rp.root_provider_id IN (1, 2) ORDER BY rp.id"), text
+    # usage: one correlated probe per returned inventory row, never a whole-cloud sum
+    assert "WHERE a.resource_provider_id = inv.resource_provider_id" in text
+    assert "GROUP BY" not in text and "AS parent" not in text
     traits_text = sql(q.summary_traits_stmt([1]), dialect)
     assert "JOIN traits AS t" in traits_text
 
