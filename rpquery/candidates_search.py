@@ -172,6 +172,22 @@ class _Walk:
         )
 
 
+def _contended(slots: Sequence[Slot]) -> list[bool]:
+    """Per slot: does another slot ask for one of its classes? If not, the group
+    statement's own check (usage + this amount fits, ``max_unit``) already holds for
+    every choice, so the walk skips the residual-capacity bookkeeping for that slot.
+
+    >>> a = Slot("", "class", ((0, 1),), {}); b = Slot("_N", "granular", ((0, 1),), {})
+    >>> _contended([a, Slot("", "class", ((1, 1),), {})]), _contended([a, b])
+    ([False, False], [True, True])
+    """
+    count: dict[int, int] = {}
+    for slot in slots:
+        for rc, _ in slot.rc_amounts:
+            count[rc] = count.get(rc, 0) + 1
+    return [any(count[rc] > 1 for rc, _ in slot.rc_amounts) for slot in slots]
+
+
 def search_anchor(
     root: int, slots: Sequence[Slot], data: SearchData, rules: SearchRules
 ) -> list[RawCandidate]:
@@ -183,24 +199,27 @@ def search_anchor(
     last_class = max((j for j, s in enumerate(slots) if s.kind == "class"), default=-1)
     check_traits = bool(rules.required_sets)
     check_subtrees = bool(rules.same_subtree)
+    contended = _contended(slots)
 
     def walk(i: int) -> None:
         if i == n:
             w.emit()
             return
         slot = slots[i]
-        amounts = slot.rc_amounts
+        amounts = slot.rc_amounts if contended[i] else ()
         isolate = rules.isolate and slot.kind == "granular"
         for rp in w.choices[i]:
-            if not w.fits(rp, amounts) or (isolate and not w.isolated(i, rp)):
+            if (amounts and not w.fits(rp, amounts)) or (isolate and not w.isolated(i, rp)):
                 continue
             w.picks[i] = rp
-            w.take(rp, amounts, +1)
+            if amounts:
+                w.take(rp, amounts, +1)
             if (not check_subtrees or w.subtrees_ok(i)) and (
                 not check_traits or i != last_class or w.traits_ok()
             ):
                 walk(i + 1)
-            w.take(rp, amounts, -1)
+            if amounts:
+                w.take(rp, amounts, -1)
 
     walk(0)
     return w.out

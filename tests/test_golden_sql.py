@@ -59,7 +59,8 @@ def test_group_statement_is_one_select(dialect: Dialect) -> None:
         r"LEFT OUTER JOIN \(SELECT ua.resource_provider_id AS resource_provider_id, "
         r"ua.resource_class_id AS resource_class_id, sum\(ua.used\) AS used .*"
         r"WHERE ua.resource_class_id IN \(.*\) AND \(up.root_provider_id IN \(.*\) "
-        r"OR up.id IN \(.*\)\) GROUP BY ua.resource_provider_id, ua.resource_class_id\) AS inuse",
+        r"OR up.id IN \(.*\)\) GROUP BY ua.resource_provider_id, ua.resource_class_id "
+        r"ORDER BY ua.resource_provider_id, ua.resource_class_id\) AS inuse",
         text,
     ), text
     assert "rp.root_provider_id IN (" in text and "rp.id IN (" in text
