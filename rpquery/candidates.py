@@ -148,19 +148,12 @@ def _summarise(
     if not chosen:
         return AllocationCandidates()
     trees = {c.root_id for c in chosen}
-    trees.update(root_of[rp] for c in chosen for rps in c.mappings.values() for rp in rps)
+    trees.update(root_of[rp] for c in chosen for rp in c.picks)
     summaries, uuid_by_id = fetch_summaries(conn, trees)
     rc_name = {i: n for n, i in names.rc_ids.items()}
+    uuid_of, rc_of = uuid_by_id.__getitem__, rc_name.__getitem__
     requests = tuple(
-        AllocationRequest(
-            {
-                uuid_by_id[rp]: {rc_name[rc]: amt for rc, amt in res.items()}
-                for rp, res in c.allocations.items()
-            },
-            {s: tuple([uuid_by_id[rp] for rp in rps]) for s, rps in c.mappings.items()},
-            uuid_by_id[c.root_id],
-        )
-        for c in chosen
+        AllocationRequest(*c.build(uuid_of, rc_of), uuid_by_id[c.root_id]) for c in chosen
     )
     return AllocationCandidates(requests, summaries)
 

@@ -344,7 +344,7 @@ def fetch_summaries(
             last, resources = rp, {}
             rows.append((rp, uuid, name, parent, root, resources))
         if rc_name is not None:
-            pair = (int(capacity), dialects.to_int(used))
+            pair = (int(capacity), int(used))
             summary = amounts.get(pair)
             if summary is None:
                 summary = amounts[pair] = ResourceSummary(*pair)

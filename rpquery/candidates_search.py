@@ -18,9 +18,12 @@ combination over capacity is never built, and a dead branch is cut at its first 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+K = TypeVar("K")
+R = TypeVar("R")
 
 
 class Inventory(NamedTuple):
@@ -64,18 +67,55 @@ class SearchData:
 
 @dataclass(slots=True)
 class RawCandidate:
-    """A candidate in ids: ``allocations[rp][rc] = amount``, ``mappings[suffix]``.
-    Internal and short-lived, so a plain slotted class (no freezing cost)."""
+    """A candidate as the walk found it: the anchor and the provider picked per slot.
+    Internal and short-lived (a plain slotted class, no freezing cost); its
+    allocations and mappings are built once, by :meth:`build`, straight into the
+    caller's keys (uuids and class names for results, ids for deduplication)."""
 
     root_id: int
-    allocations: dict[int, dict[int, int]]
-    mappings: dict[str, tuple[int, ...]]
+    picks: tuple[int, ...]
+    slots: Sequence[Slot]
+
+    def build(
+        self, rp_key: Callable[[int], K], rc_key: Callable[[int], R]
+    ) -> tuple[dict[K, dict[R, int]], dict[str, tuple[K, ...]]]:
+        """``(allocations[rp][rc] = amount, mappings[suffix] = providers)``, providers
+        of a suffix in id order, keys mapped through ``rp_key`` / ``rc_key``."""
+        allocations: dict[K, dict[R, int]] = {}
+        used: dict[str, list[int]] = {}
+        for slot, rp in zip(self.slots, self.picks, strict=True):
+            seen = used.get(slot.suffix)
+            if seen is None:
+                used[slot.suffix] = [rp]
+            elif rp not in seen:
+                seen.append(rp)
+            if not slot.rc_amounts:  # a resourceless group allocates nothing
+                continue
+            key = rp_key(rp)
+            per_rp = allocations.get(key)
+            if per_rp is None:
+                allocations[key] = {rc_key(rc): amount for rc, amount in slot.rc_amounts}
+            else:
+                for rc, amount in slot.rc_amounts:
+                    per_rp[rc_key(rc)] = per_rp.get(rc_key(rc), 0) + amount
+        mappings = {
+            s: (rp_key(p[0]),) if len(p) == 1 else tuple(rp_key(i) for i in sorted(p))
+            for s, p in used.items()
+        }
+        return allocations, mappings
+
+    @property
+    def allocations(self) -> dict[int, dict[int, int]]:
+        return self.build(int, int)[0]
+
+    @property
+    def mappings(self) -> dict[str, tuple[int, ...]]:
+        return self.build(int, int)[1]
 
     def key(self) -> tuple[object, ...]:
-        allocs = tuple(
-            sorted((rp, tuple(sorted(a.items()))) for rp, a in self.allocations.items())
-        )
-        return allocs, tuple(sorted(self.mappings.items()))
+        allocations, mappings = self.build(int, int)
+        allocs = tuple(sorted((rp, tuple(sorted(a.items()))) for rp, a in allocations.items()))
+        return allocs, tuple(sorted(mappings.items()))
 
 
 def _ancestors(data: SearchData, rp: int) -> Iterator[int]:
@@ -147,29 +187,7 @@ class _Walk:
         return all(have)
 
     def emit(self) -> None:
-        allocations: dict[int, dict[int, int]] = {}
-        mappings: dict[str, list[int]] = {}
-        for slot, rp in zip(self.slots, self.picks, strict=True):
-            used = mappings.get(slot.suffix)
-            if used is None:
-                mappings[slot.suffix] = [rp]
-            elif rp not in used:
-                used.append(rp)
-            if not slot.rc_amounts:  # a resourceless group allocates nothing
-                continue
-            per_rp = allocations.get(rp)
-            if per_rp is None:
-                allocations[rp] = dict(slot.rc_amounts)
-            else:
-                for rc, amount in slot.rc_amounts:
-                    per_rp[rc] = per_rp.get(rc, 0) + amount
-        self.out.append(
-            RawCandidate(
-                self.root,
-                allocations,
-                {s: tuple(p) if len(p) == 1 else tuple(sorted(p)) for s, p in mappings.items()},
-            )
-        )
+        self.out.append(RawCandidate(self.root, tuple(self.picks), self.slots))
 
 
 def _contended(slots: Sequence[Slot]) -> list[bool]:
