@@ -102,11 +102,12 @@ def _collect(
     shared = loaded.sharing_ids
     slots, data, rules = loaded.slots, loaded.data, loaded.rules
     limit = stop if stop is not None and not req.randomize else None
+    allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
     for root in loaded.anchors:
         for cand in search_anchor(root, slots, data, rules):
             # Only a candidate made of sharing providers alone can be reached from
             # several anchors; any other is unique to its tree.
-            if shared and all(rp in shared for rp in cand.allocations):
+            if shared and all(cand.picks[j] in shared for j in allocating):
                 key = cand.key()
                 if key in seen:
                     continue
