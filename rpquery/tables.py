@@ -414,6 +414,7 @@ Index(
     consumers.c.user_id,
     consumers.c.consumer_type_id,
     consumers.c.uuid,
+    consumers.c.id,
 )
 Index(
     "rpq_allocations_consumer_class_used_idx",

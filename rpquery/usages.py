@@ -266,7 +266,12 @@ def _project_scope(with_user: bool, mode: str) -> sa.CTE:
         )
         where.append(c.c.consumer_type_id == named.scalar_subquery())
     return (
-        sa.select(type_id.label("type_id"), a.c.consumer_id, a.c.resource_class_id, a.c.used)
+        sa.select(
+            type_id.label("type_id"),
+            c.c.id.label("consumer_key"),
+            a.c.resource_class_id,
+            a.c.used,
+        )
         .select_from(frm)
         .where(*where)
         .cte("scoped")
@@ -289,7 +294,8 @@ def _usages_shape(with_user: bool, mode: str) -> Select[Any]:
         scoped.c.type_id,
         sa.cast(sa.null(), sa.Integer).label("resource_class_id"),
         sa.cast(sa.null(), sa.Integer).label("used"),
-        sa.func.count(sa.distinct(scoped.c.consumer_id)).label("consumer_count"),
+        # distinct integer keys: cheaper to sort or hash than uuid strings
+        sa.func.count(sa.distinct(scoped.c.consumer_key)).label("consumer_count"),
     ).group_by(scoped.c.type_id)
     agg = sa.union_all(per_class, counts).subquery("agg")
     t, rc = consumer_types, resource_classes
@@ -333,7 +339,7 @@ def project_usages_statement(
 
     ``WITH scoped AS (...) SELECT t.name, rc.name, agg.used, agg.consumer_count FROM
     (SELECT type_id, resource_class_id, SUM(used), NULL FROM scoped GROUP BY type_id,
-    resource_class_id UNION ALL SELECT type_id, NULL, NULL, COUNT(DISTINCT consumer_id)
+    resource_class_id UNION ALL SELECT type_id, NULL, NULL, COUNT(DISTINCT consumer_key)
     FROM scoped GROUP BY type_id) agg LEFT JOIN consumer_types t LEFT JOIN
     resource_classes rc``
 

@@ -24,7 +24,7 @@ def upgrade() -> None:
     op.create_index(
         "rpq_consumers_project_user_type_idx",
         "consumers",
-        ["project_id", "user_id", "consumer_type_id", "uuid"],
+        ["project_id", "user_id", "consumer_type_id", "uuid", "id"],
     )
     op.create_index(
         "rpq_allocations_consumer_class_used_idx",
