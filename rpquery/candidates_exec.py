@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
 from rpquery import candidates_sql as q
-from rpquery import dialects
 from rpquery.candidates_results import ProviderSummary, ResourceSummary
 from rpquery.candidates_search import Inventory, SearchData, SearchRules, Slot
 from rpquery.errors import InvalidRequest
@@ -180,15 +179,15 @@ class _Collector:
     def offers(self, rows: Any, n_flags: int) -> dict[int, list[int]]:
         """Rows of one group statement: class id → provider ids with room for the amount."""
         by_rc: dict[int, list[int]] = defaultdict(list)
-        for row in rows:
-            rp, root, rc = int(row[0]), int(row[1]), int(row[2])
-            self.inventory[(rp, rc)] = Inventory(
-                float(row[3]), dialects.to_int(row[4]), int(row[5])
-            )
-            self.root_of[rp] = root
+        inventory, root_of, flags = self.inventory, self.root_of, self.flags
+        for rp, root, rc, capacity, used, max_unit, *extra in rows:
+            # ids and max_unit are integer columns on every driver; SUM is a Decimal
+            # on MySQL (int() takes both)
+            inventory[(rp, rc)] = Inventory(float(capacity), int(used), max_unit)
+            root_of[rp] = root
             by_rc[rc].append(rp)
             if n_flags:
-                self.flags[rp] = tuple(bool(v) for v in row[6 : 6 + n_flags])
+                flags[rp] = tuple(bool(v) for v in extra[:n_flags])
         return by_rc
 
     def choices(self, providers: set[int], local_only: bool = False) -> dict[int, list[int]]:
