@@ -21,7 +21,7 @@ from sqlalchemy import Table, exc, func, select
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
@@ -230,6 +230,25 @@ def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
         conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(names)}").all()
     else:
         conn.exec_driver_sql("ANALYZE")
+
+
+def refresh_after_bulk_load(engine: Engine, tables: Sequence[Table]) -> None:
+    """:func:`refresh_statistics`, plus ``VACUUM`` on PostgreSQL.
+
+    PostgreSQL's index-only scans (the read path's usage sums, the usages query) only
+    skip the table once the visibility map is set, which takes a ``VACUUM``; until
+    autovacuum gets there, a freshly bulk-loaded table is read row by row. ``VACUUM``
+    cannot run inside a transaction, so it gets an autocommit connection.
+    """
+    if engine.dialect.name == "postgresql":
+        quote = engine.dialect.identifier_preparer.quote
+        with engine.connect() as conn:
+            auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+            for table in tables:
+                auto.exec_driver_sql(f"VACUUM (ANALYZE) {quote(table.name)}")
+        return
+    with engine.begin() as conn:
+        refresh_statistics(conn, tables)
 
 
 def read_session_setup(conn: Connection) -> None:

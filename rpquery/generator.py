@@ -459,8 +459,7 @@ def load_cloud(db: Database, spec: CloudSpec, *, progress: Progress | None = Non
             allocations,
         ):
             dialects.sync_id_sequence(conn, table)
-    with db.begin() as conn:
-        dialects.refresh_statistics(conn, BULK_TABLES)
+    dialects.refresh_after_bulk_load(db.engine, BULK_TABLES)
     uuid_of = {p[0]: p[1] for p in plan.providers}
     step = max(1, len(plan.hosts) // 10)
     return CloudSummary(
