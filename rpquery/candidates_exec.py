@@ -40,12 +40,11 @@ def names_key(names: q.Names) -> NamesKey:
 
 
 def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
-    """Resource class and trait ids in one statement; unknown classes and unknown
-    required traits raise ``InvalidRequest`` (``rpquery.resource_class.not_found`` /
-    ``rpquery.trait.not_found``). An unknown forbidden trait is on no provider, so it
-    is simply dropped."""
+    """Resource class and trait ids in one statement; unknown classes and unknown traits,
+    required or forbidden, raise ``InvalidRequest`` (``rpquery.resource_class.not_found``
+    / ``rpquery.trait.not_found``), as Placement answers 400 for them (DESIGN §3)."""
     rcs, trs = req.resource_class_names(), req.trait_names()
-    must_exist = req.required_trait_names()
+    must_exist = trs
     rc_ids: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
     params = {"rc_names": sorted(rcs), "trait_names": sorted({*trs, q.SHARING_TRAIT})}

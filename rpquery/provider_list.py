@@ -58,7 +58,7 @@ def to_placement(providers: Sequence[ResourceProvider]) -> dict[str, Any]:
 
 def _names(conn: Connection, req: ProvidersRequest) -> Names:
     """Ids of the request's classes and traits (one statement); unknown classes and
-    unknown required traits raise ``InvalidRequest``."""
+    unknown traits (required or forbidden) raise ``InvalidRequest``."""
     rcs, trs = set(req.filters.resources), req.trait_names()
     rc_ids: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
@@ -66,7 +66,7 @@ def _names(conn: Connection, req: ProvidersRequest) -> Names:
         (rc_ids if kind == "rc" else trait_ids)[name] = int(ident)
     for wanted, found, code in (
         (rcs, rc_ids, "rpquery.resource_class.not_found"),
-        (req.filters.required_trait_names(), trait_ids, "rpquery.trait.not_found"),
+        (trs, trait_ids, "rpquery.trait.not_found"),
     ):
         missing = sorted(set(wanted) - found.keys())
         if missing:

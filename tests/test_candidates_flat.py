@@ -20,7 +20,7 @@ from rpquery.errors import InvalidRequest
 from rpquery.provider_list import list_providers
 from rpquery.request import CandidatesRequest, RequestGroup
 from rpquery.tables import resource_providers
-from tests.factories import allocate, provider
+from tests.factories import allocate, provider, trait_id
 
 AGG_A = "aaaaaaaa-0000-4000-8000-000000000001"
 AGG_B = "bbbbbbbb-0000-4000-8000-000000000002"
@@ -106,8 +106,11 @@ def test_unknown_custom_names_are_invalid(flat: Database) -> None:
     with pytest.raises(InvalidRequest) as err:
         allocation_candidates(flat, "resources=VCPU:1&required=CUSTOM_NOPE")
     assert err.value.token == "CUSTOM_NOPE"
-    lenient = allocation_candidates(flat, "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_NOPE")
-    assert names_of(lenient) == {"incl_cn1", "incl_cn2", "excl_gpu"}
+    # forbidden or any-of, an unknown trait is refused too (Placement answers 400)
+    for query in ("required=!CUSTOM_NOPE", "required=in:HW_CPU_X86_AVX2,CUSTOM_NOPE"):
+        with pytest.raises(InvalidRequest) as err:
+            allocation_candidates(flat, f"resources=VCPU:1&{query}")
+        assert (err.value.code, err.value.token) == ("rpquery.trait.not_found", "CUSTOM_NOPE")
 
 
 def test_empty_cloud_is_an_empty_answer(db: Database) -> None:
@@ -157,6 +160,8 @@ def test_policy_where_keep_weigh_then_limit(flat: Database) -> None:
 
 def test_round_trips_do_not_grow_with_cloud(db: Database) -> None:
     counts = []
+    with db.begin() as conn:
+        trait_id(conn, "CUSTOM_GPU")  # defined, on no provider
     for n in (3, 30):
         with db.begin() as conn:
             for i in range(n - (counts and 3 or 0)):
