@@ -8,7 +8,7 @@ aggregate excludes it when it or its root is a member.
 
 >>> from rpquery.db import Database
 >>> db = Database("sqlite://"); db.upgrade()
->>> list_providers(db, "resources=VCPU:1&required=!CUSTOM_GPU")
+>>> list_providers(db, "resources=VCPU:1&required=!HW_GPU_API_VULKAN")
 []
 """
 
