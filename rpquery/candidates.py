@@ -203,8 +203,13 @@ def _requests(
 def candidate_statements(
     db_or_conn: Database | Connection, request: CandidatesRequest | Params
 ) -> list[Executable]:
-    """The main statements ``request`` runs (anchor roots, sharing pairs, one per group),
-    built as for a full answer, for ``explain`` and benchmarks."""
+    """The main statements ``request`` builds (anchor roots, sharing pairs, one per
+    group), as for a full answer, to read or compile per dialect (golden SQL tests).
+
+    They are templates: the per-batch statements take the anchor roots found at run
+    time as bind parameters (``root_ids``), so they cannot be sent as they are. To see
+    and EXPLAIN what a request really sends, with its values, trace a run instead
+    (``db.add_tracer``), as ``rpquery explain`` and ``make bench`` do."""
     req = as_candidates_request(request)
     if isinstance(db_or_conn, Connection):
         names = fetch_names(db_or_conn, req)
