@@ -316,6 +316,7 @@ server_group_members = Table(
     UniqueConstraint("instance_uuid"),
 )
 
+
 # Instance tags (seed 003): namespace in its own column, status PENDADD or ACTIVE.
 # Tags compare byte for byte everywhere: on MariaDB a NO PAD binary collation, so
 # "Web", "web" and "web " are three tags as they are on the backend.
