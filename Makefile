@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 BENCH_SCALE ?= medium
 BENCH_BACKENDS ?= sqlite,postgresql,mysql
 
-.PHONY: help install run test test-fast lint type bench bench-placement clean
+.PHONY: help install run test test-fast lint type bench bench-placement placement-venv clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -46,5 +46,8 @@ bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
 
+placement-venv: $(STAMP) ## Install OpenStack Placement (pinned) into .venv-placement for the compatibility tests
+	$(BIN)/python -m benchmarks.side_by_side
+
 clean: ## Remove the virtualenv, caches and the embedded database
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*
+	rm -rf $(VENV) .venv-placement .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*

@@ -26,6 +26,8 @@ VENV = ROOT / ".venv-placement"
 PYTHON = VENV / "bin" / "python"
 DRIVER = Path(__file__).with_name("placement_driver.py")
 PACKAGES = ("openstack-placement", "PyMySQL", "psycopg[binary]")
+#: Pinned versions of Placement and everything it pulls in, so runs are reproducible.
+CONSTRAINTS = Path(__file__).with_name("placement-constraints.txt")
 
 
 def available() -> tuple[bool, str]:
@@ -51,7 +53,7 @@ def ensure_venv() -> tuple[bool, str]:
         if not PYTHON.exists():
             subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         subprocess.run(
-            [str(PYTHON), "-m", "pip", "install", "-q", *PACKAGES],
+            [str(PYTHON), "-m", "pip", "install", "-q", "-c", str(CONSTRAINTS), *PACKAGES],
             check=True,
             capture_output=True,
             text=True,
@@ -155,3 +157,14 @@ def _diff(mine: Any, other: Any) -> str:
         only_ours, only_theirs = len(mine - other), len(other - mine)
         return f"DIFFERENT: {only_ours} only in rpquery, {only_theirs} only in Placement"
     return f"DIFFERENT: rpquery {str(mine)[:150]} vs Placement {str(other)[:150]}"
+
+
+def main() -> int:
+    """``python -m benchmarks.side_by_side``: make sure ``.venv-placement`` works."""
+    ok, why = ensure_venv()
+    print(f"Placement venv {VENV}: " + ("ready" if ok else f"unavailable: {why}"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
