@@ -26,7 +26,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
-from sqlalchemy.types import Boolean, Integer
+from sqlalchemy.types import Boolean, Integer, TypeDecorator, TypeEngine, Unicode
 
 # ---------------------------------------------------------------- SQL constructs
 
@@ -121,6 +121,39 @@ def insert_ignore_explicit_ids(conn: Connection, table: Table, rows: list[dict[s
         insert_ignore(conn, table, rows)
     finally:
         conn.exec_driver_sql("SET SESSION sql_mode = %s", (mode,))
+
+
+class ExactText(TypeDecorator[str]):
+    """Unicode text compared byte for byte on every backend.
+
+    PostgreSQL and SQLite compare strings exactly already. MySQL/MariaDB's default
+    collations fold case and ignore trailing spaces, so ``Web``, ``web`` and ``web ``
+    would collide in a unique key; there the column gets a binary NO PAD collation,
+    whose name differs: ``utf8mb4_nopad_bin`` on MariaDB, ``utf8mb4_0900_bin`` on
+    MySQL 8 (``dialect.is_mariadb`` tells them apart once connected).
+
+    >>> from sqlalchemy.dialects import mysql
+    >>> maria = mysql.dialect(); maria.is_mariadb = True
+    >>> ExactText(60).compile(dialect=maria)
+    'VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin'
+    >>> ExactText(60).compile(dialect=mysql.dialect())
+    'VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin'
+    """
+
+    impl = Unicode
+    cache_ok = True
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+    def load_dialect_impl(self, dialect: Any) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
+            return dialect.type_descriptor(
+                mysql_dialect.VARCHAR(self.length, charset="utf8mb4", collation=collation)
+            )
+        return dialect.type_descriptor(Unicode(self.length))
 
 
 # ---------------------------------------------------------------- result coercion

@@ -32,7 +32,8 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects import mysql
+
+from rpquery.dialects import ExactText
 
 NAMING_CONVENTION = {
     # Matches what PostgreSQL would name these itself, so a database created by
@@ -268,20 +269,8 @@ aggregate_metadata = Table(
     *_timestamps(),
     Column("id", Integer, nullable=False),
     Column("aggregate_uuid", String(36), nullable=False),
-    Column(
-        "key",
-        String(255).with_variant(
-            mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
-        ),
-        nullable=False,
-    ),
-    Column(
-        "value",
-        String(255).with_variant(
-            mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
-        ),
-        nullable=False,
-    ),
+    Column("key", ExactText(255), nullable=False),
+    Column("value", ExactText(255), nullable=False),
     PrimaryKeyConstraint("id"),
     UniqueConstraint("aggregate_uuid", "key"),
     Index(None, "key"),
@@ -320,10 +309,8 @@ server_group_members = Table(
 # Instance tags (seed 003): namespace in its own column, status PENDADD or ACTIVE.
 # Tags compare byte for byte everywhere: on MariaDB a NO PAD binary collation, so
 # "Web", "web" and "web " are three tags as they are on the backend.
-def _exact_text(length: int) -> Unicode:
-    return Unicode(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
-    )
+def _exact_text(length: int) -> ExactText:
+    return ExactText(length)
 
 
 instance_tags = Table(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from rpquery.dialects import ExactText
 
 revision = "rpq0002"
 down_revision = "rpq0001"
@@ -18,10 +19,8 @@ depends_on = None
 
 
 def _exact_text(length: int) -> sa.types.TypeEngine[str]:
-    # Byte-for-byte comparison on MariaDB too (NO PAD binary collation).
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql"
-    )
+    # Byte-for-byte comparison on MySQL/MariaDB too (binary NO PAD collation).
+    return ExactText(length)
 
 
 def upgrade() -> None:
