@@ -41,7 +41,9 @@ from rpquery.candidates_results import (
     AllocationCandidates,
     AllocationRequest,
     ProviderSummary,
+    RequestRows,
     ResourceSummary,
+    paused_gc,
 )
 from rpquery.candidates_search import RawCandidate, search_anchor
 from rpquery.db import Database
@@ -57,10 +59,11 @@ def allocation_candidates(
 ) -> AllocationCandidates:
     """Allocation candidates for ``request`` (typed, query string or multi-dict)."""
     req = as_candidates_request(request)
-    if isinstance(db, Connection):
-        return _run(db, req, policies)
-    with db.connect() as conn:
-        return _run(conn, req, policies)
+    with paused_gc():  # ~10^5 acyclic rows and tuples at whole-cloud scale
+        if isinstance(db, Connection):
+            return _run(db, req, policies)
+        with db.connect() as conn:
+            return _run(conn, req, policies)
 
 
 def _run(
@@ -146,58 +149,17 @@ def _apply_policies(
 def _summarise(
     conn: Connection, chosen: list[RawCandidate], names: q.Names, root_of: dict[int, int]
 ) -> AllocationCandidates:
+    """Summaries of the returned trees, then the answer in compact form: requests stay
+    picks (ids) until rendered or asked for (:class:`RequestRows`)."""
     if not chosen:
         return AllocationCandidates()
     trees = {c.root_id for c in chosen}
     trees.update(root_of[rp] for c in chosen for rp in c.picks)
-    summaries, uuid_by_id = fetch_summaries(conn, trees)
+    summaries = fetch_summaries(conn, trees)
     rc_name = {i: n for n, i in names.rc_ids.items()}
-    return AllocationCandidates(_requests(chosen, uuid_by_id, rc_name), summaries)
-
-
-def _requests(
-    chosen: list[RawCandidate], uuid_by_id: dict[int, str], rc_name: dict[int, str]
-) -> tuple[AllocationRequest, ...]:
-    """Allocation requests in uuids and class names. Every candidate of a batch shares
-    its slots, so their class names are translated once per batch, not per candidate
-    (the same walk as :meth:`RawCandidate.build`, with names looked up in advance)."""
-    plans: dict[int, tuple[tuple[str, tuple[tuple[str, int], ...]], ...]] = {}
-    out = []
-    for c in chosen:
-        plan = plans.get(id(c.slots))
-        if plan is None:
-            plan = plans[id(c.slots)] = tuple(
-                (s.suffix, tuple((rc_name[rc], amt) for rc, amt in s.rc_amounts)) for s in c.slots
-            )
-        allocations: dict[str, dict[str, int]] = {}
-        mappings: dict[str, list[int]] = {}
-        for (suffix, amounts), rp in zip(plan, c.picks, strict=True):
-            if amounts:
-                uuid = uuid_by_id[rp]
-                per_rp = allocations.get(uuid)
-                if per_rp is None:
-                    allocations[uuid] = dict(amounts)
-                else:  # the same provider in several slots: add up
-                    for rc, amount in amounts:
-                        per_rp[rc] = per_rp.get(rc, 0) + amount
-            used = mappings.get(suffix)
-            if used is None:
-                mappings[suffix] = [rp]
-            elif rp not in used:
-                used.append(rp)
-        out.append(
-            AllocationRequest(
-                allocations,
-                {
-                    s: (uuid_by_id[p[0]],)
-                    if len(p) == 1
-                    else tuple(uuid_by_id[i] for i in sorted(p))
-                    for s, p in mappings.items()
-                },
-                uuid_by_id[c.root_id],
-            )
-        )
-    return tuple(out)
+    return AllocationCandidates.from_rows(
+        RequestRows(chosen, summaries.uuid_by_id, rc_name), summaries
+    )
 
 
 def candidate_statements(

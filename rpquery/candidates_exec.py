@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
 from rpquery import candidates_sql as q
-from rpquery.candidates_results import ProviderSummary, ResourceSummary
+from rpquery.candidates_results import ResourceSummary, SummaryRow, SummaryRows
 from rpquery.candidates_search import Inventory, SearchData, SearchRules, Slot
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
@@ -316,12 +316,11 @@ def load_groups(
     return Loaded(anchors, slots, data, rules, sharing_ids)
 
 
-def fetch_summaries(
-    conn: Connection, root_ids: set[int]
-) -> tuple[dict[str, ProviderSummary], dict[int, str]]:
-    """Summaries of every provider in the trees ``root_ids`` (two statements), built in
-    one pass over rows ordered by provider. Identical trait sets and (capacity, used)
-    pairs are shared (both are immutable), which keeps ~10k summaries cheap."""
+def fetch_summaries(conn: Connection, root_ids: set[int]) -> SummaryRows:
+    """Summaries of every provider in the trees ``root_ids`` (two statements), read in
+    one pass over rows ordered by provider into compact rows (the public
+    :class:`ProviderSummary` objects are built only if asked for). Identical trait sets
+    and (capacity, used) pairs are shared (both are immutable)."""
     params = {"tree_ids": sorted(root_ids)}
     names_of: dict[int, list[str]] = defaultdict(list)
     for rp, name in conn.execute(SUMMARY_TRAITS, params).all():
@@ -331,7 +330,8 @@ def fetch_summaries(
     for rp, found in names_of.items():
         key = tuple(sorted(found))
         traits[rp] = trait_sets.get(key) or trait_sets.setdefault(key, frozenset(key))
-    rows: list[tuple[int, str, str | None, int | None, int, dict[str, ResourceSummary]]] = []
+    empty: frozenset[str] = frozenset()
+    rows: list[SummaryRow] = []
     amounts: dict[tuple[int, int], ResourceSummary] = {}
     last = None
     resources: dict[str, ResourceSummary] = {}
@@ -340,27 +340,14 @@ def fetch_summaries(
     ).all():
         if rp != last:
             last, resources = rp, {}
-            rows.append((rp, uuid, name, parent, root, resources))
+            rows.append((rp, uuid, name, parent, root, resources, traits.get(rp, empty)))
         if rc_name is not None:
             pair = (int(capacity), int(used))
             summary = amounts.get(pair)
             if summary is None:
                 summary = amounts[pair] = ResourceSummary(*pair)
             resources[rc_name] = summary
-    uuid_by_id = {row[0]: row[1] for row in rows}
-    empty: frozenset[str] = frozenset()
-    summaries = {
-        uuid: ProviderSummary(
-            uuid,
-            name,
-            uuid_by_id[parent] if parent is not None else None,
-            uuid_by_id[root],
-            resources,
-            traits.get(rp, empty),
-        )
-        for rp, uuid, name, parent, root, resources in rows
-    }
-    return summaries, uuid_by_id
+    return SummaryRows(rows)
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
