@@ -325,11 +325,11 @@ def fetch_summaries(conn: Connection, root_ids: set[int]) -> SummaryRows:
     names_of: dict[int, list[str]] = defaultdict(list)
     for rp, name in conn.execute(SUMMARY_TRAITS, params).all():
         names_of[rp].append(name)
-    trait_sets: dict[tuple[str, ...], frozenset[str]] = {(): frozenset()}
+    trait_sets: dict[frozenset[str], frozenset[str]] = {}
     traits: dict[int, frozenset[str]] = {}
     for rp, found in names_of.items():
-        key = tuple(sorted(found))
-        traits[rp] = trait_sets.get(key) or trait_sets.setdefault(key, frozenset(key))
+        key = frozenset(found)
+        traits[rp] = trait_sets.setdefault(key, key)
     empty: frozenset[str] = frozenset()
     rows: list[SummaryRow] = []
     amounts: dict[tuple[int, int], ResourceSummary] = {}

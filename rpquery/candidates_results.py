@@ -159,10 +159,12 @@ class RequestRows:
 
     def build(self) -> tuple[AllocationRequest, ...]:
         """The public frozen requests (mappings' providers in id order)."""
-        uuid_by_id, out = self.uuid_by_id, []
+        uuid_by_id, layouts, out = self.uuid_by_id, self._layouts, []
         for c in self.chosen:
             picks = c.picks
-            allocs, maps = self._layout(c, tuple(map(picks.index, picks)))
+            pattern = tuple(map(picks.index, picks))
+            found = layouts.get((id(c.slots), pattern))
+            allocs, maps = found if found is not None else self._layout(c, pattern)
             uu = [uuid_by_id[p] for p in picks]
             out.append(
                 AllocationRequest(
@@ -181,10 +183,12 @@ class RequestRows:
     def render(self) -> list[dict[str, Any]]:
         """Placement's ``allocation_requests``, equal to rendering :meth:`build`'s
         requests one by one. Every dict and list is new: callers may mutate them."""
-        uuid_by_id, out = self.uuid_by_id, []
+        uuid_by_id, layouts, out = self.uuid_by_id, self._layouts, []
         for c in self.chosen:
             picks = c.picks
-            allocs, maps = self._layout(c, tuple(map(picks.index, picks)))
+            pattern = tuple(map(picks.index, picks))
+            found = layouts.get((id(c.slots), pattern))
+            allocs, maps = found if found is not None else self._layout(c, pattern)
             uu = [uuid_by_id[p] for p in picks]
             if len(allocs) == 1:
                 k, res = allocs[0]

@@ -217,3 +217,37 @@ def test_limit_on_nested_trees(numa_pf: Database) -> None:
     assert len(got.allocation_requests) == 2
     roots = {ar.root_uuid for ar in got.allocation_requests}
     assert {s.root_uuid for s in got.provider_summaries.values()} == roots
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "resources=VCPU:1,MEMORY_MB:512",  # several providers of one tree, one suffix
+        "resources_A=SRIOV_NET_VF:1&resources_B=SRIOV_NET_VF:1&group_policy=none",  # merged
+        "resources_CPU=VCPU:1&resources_NET=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT"
+        "&same_subtree=_CPU,_NET,_NUMA&group_policy=none",  # a resourceless group
+    ],
+)
+def test_compact_rendering_equals_the_public_objects(numa_pf: Database, query: str) -> None:
+    """``to_placement`` renders from the search's compact rows; it must match rendering
+    the lazily built public dataclasses, key order included, and hand out fresh dicts."""
+    got = allocation_candidates(numa_pf, query)
+    body = got.to_placement()
+    assert body["allocation_requests"]
+    rebuilt = AllocationCandidates(got.allocation_requests, got.provider_summaries)
+    assert list(body["provider_summaries"]) == sorted(body["provider_summaries"])
+    assert repr(body) == repr(rebuilt.to_placement())
+    assert got == rebuilt and got.allocation_requests is got.allocation_requests
+    body["allocation_requests"][0]["mappings"].clear()
+    next(iter(body["provider_summaries"].values()))["traits"].append("X")
+    assert got.to_placement() == rebuilt.to_placement()
+    with pytest.raises(AttributeError):
+        got.allocation_requests = ()  # type: ignore[misc]
+
+
+def test_compact_rendering_with_sharing_providers(shared_storage: Database) -> None:
+    for query in ("resources=VCPU:1,DISK_GB:50", "resources=DISK_GB:50"):
+        got = allocation_candidates(shared_storage, query)
+        rebuilt = AllocationCandidates(got.allocation_requests, got.provider_summaries)
+        assert got.to_placement()["allocation_requests"]
+        assert repr(got.to_placement()) == repr(rebuilt.to_placement())
