@@ -45,7 +45,7 @@ from rpquery.candidates_results import (
     ResourceSummary,
     paused_gc,
 )
-from rpquery.candidates_search import RawCandidate, search_anchor
+from rpquery.candidates_search import RawCandidate, plan_slots, search_anchor
 from rpquery.db import Database
 from rpquery.policies.base import HostPolicy
 from rpquery.request import CandidatesRequest, Params, as_candidates_request
@@ -106,8 +106,9 @@ def _collect(
     slots, data, rules = loaded.slots, loaded.data, loaded.rules
     limit = stop if stop is not None and not req.randomize else None
     allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
+    plan = plan_slots(slots)
     for root in loaded.anchors:
-        for cand in search_anchor(root, slots, data, rules):
+        for cand in search_anchor(root, slots, data, rules, plan):
             # Only a candidate made of sharing providers alone can be reached from
             # several anchors; any other is unique to its tree.
             if shared and all(cand.picks[j] in shared for j in allocating):

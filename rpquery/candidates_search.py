@@ -206,18 +206,40 @@ def _contended(slots: Sequence[Slot]) -> list[bool]:
     return [any(count[rc] > 1 for rc, _ in slot.rc_amounts) for slot in slots]
 
 
+class SlotPlan(NamedTuple):
+    """What the walk needs to know about the slots alone (the same for every anchor of
+    a batch, so :func:`plan_slots` runs once per batch, not once per anchor)."""
+
+    contended: list[bool]
+    last_class: int
+
+
+def plan_slots(slots: Sequence[Slot]) -> SlotPlan:
+    """The per-batch part of a walk, computed once per batch.
+
+    >>> plan_slots([Slot("", "class", ((0, 1),), {})])
+    SlotPlan(contended=[False], last_class=0)
+    """
+    last_class = max((j for j, s in enumerate(slots) if s.kind == "class"), default=-1)
+    return SlotPlan(_contended(slots), last_class)
+
+
 def search_anchor(
-    root: int, slots: Sequence[Slot], data: SearchData, rules: SearchRules
+    root: int,
+    slots: Sequence[Slot],
+    data: SearchData,
+    rules: SearchRules,
+    plan: SlotPlan | None = None,
 ) -> list[RawCandidate]:
-    """Every allocation request anchored at tree ``root``, in provider-id order."""
+    """Every allocation request anchored at tree ``root``, in provider-id order
+    (``plan``: :func:`plan_slots` of ``slots``, computed here when not given)."""
     w = _Walk(root, slots, data, rules)
     if not all(w.choices):  # a slot nobody can fill: nothing to walk
         return w.out
     n = len(slots)
-    last_class = max((j for j, s in enumerate(slots) if s.kind == "class"), default=-1)
+    contended, last_class = plan if plan is not None else plan_slots(slots)
     check_traits = bool(rules.required_sets)
     check_subtrees = bool(rules.same_subtree)
-    contended = _contended(slots)
 
     def walk(i: int) -> None:
         if i == n:
