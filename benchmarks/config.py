@@ -86,11 +86,12 @@ def server_url(backend: str) -> str | None:
     for env in (f"RPQUERY_BENCH_{backend.upper()}_URL", f"RPQUERY_TEST_{backend.upper()}_URL"):
         if os.environ.get(env):
             url = os.environ[env]
-            return url if _answers(url) else None
-    return LOCAL_DEFAULTS[backend] if _answers(LOCAL_DEFAULTS[backend]) else None
+            return url if answers(url) else None
+    return LOCAL_DEFAULTS[backend] if answers(LOCAL_DEFAULTS[backend]) else None
 
 
-def _answers(url: str) -> bool:
+def answers(url: str | sa.URL) -> bool:
+    """Whether a database at ``url`` accepts a connection within 3 s (tests use it too)."""
     engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
     try:
         with engine.connect() as conn:

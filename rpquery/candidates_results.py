@@ -157,15 +157,20 @@ class RequestRows:
         self._layouts[key] = (allocs, maps)
         return allocs, maps
 
-    def build(self) -> tuple[AllocationRequest, ...]:
-        """The public frozen requests (mappings' providers in id order)."""
-        uuid_by_id, layouts, out = self.uuid_by_id, self._layouts, []
+    def _laid_out(self) -> Iterator[tuple[Any, Any, list[str], Any, Any]]:
+        """Each chosen candidate with its picks, their uuids and its (cached) layout."""
+        uuid_by_id, layouts = self.uuid_by_id, self._layouts
         for c in self.chosen:
             picks = c.picks
             pattern = tuple(map(picks.index, picks))
             found = layouts.get((id(c.slots), pattern))
             allocs, maps = found if found is not None else self._layout(c, pattern)
-            uu = [uuid_by_id[p] for p in picks]
+            yield c, picks, [uuid_by_id[p] for p in picks], allocs, maps
+
+    def build(self) -> tuple[AllocationRequest, ...]:
+        """The public frozen requests (mappings' providers in id order)."""
+        uuid_by_id, out = self.uuid_by_id, []
+        for c, picks, uu, allocs, maps in self._laid_out():
             out.append(
                 AllocationRequest(
                     {uu[k]: dict(res) for k, res in allocs},
@@ -183,13 +188,8 @@ class RequestRows:
     def render(self) -> list[dict[str, Any]]:
         """Placement's ``allocation_requests``, equal to rendering :meth:`build`'s
         requests one by one. Every dict and list is new: callers may mutate them."""
-        uuid_by_id, layouts, out = self.uuid_by_id, self._layouts, []
-        for c in self.chosen:
-            picks = c.picks
-            pattern = tuple(map(picks.index, picks))
-            found = layouts.get((id(c.slots), pattern))
-            allocs, maps = found if found is not None else self._layout(c, pattern)
-            uu = [uuid_by_id[p] for p in picks]
+        out = []
+        for _c, picks, uu, allocs, maps in self._laid_out():
             if len(allocs) == 1:
                 k, res = allocs[0]
                 allocations = {uu[k]: {"resources": dict(res)}}

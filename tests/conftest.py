@@ -28,6 +28,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from benchmarks.config import answers
 from rpquery import migrations
 from rpquery.db import Database
 from rpquery.tables import CUSTOM_RC_MIN_ID, metadata, resource_classes, resource_providers, traits
@@ -61,18 +62,6 @@ class Server:
     container: object | None = None
 
 
-def _answers(url: str | sa.URL) -> bool:
-    engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect() as conn:
-            conn.exec_driver_sql("SELECT 1")
-        return True
-    except Exception:
-        return False
-    finally:
-        engine.dispose()
-
-
 def _from_container(backend: str) -> Server | None:
     try:
         import docker
@@ -95,10 +84,10 @@ def _from_container(backend: str) -> Server | None:
 def _discover(backend: str) -> Server:
     env = os.environ.get(f"RPQUERY_TEST_{backend.upper()}_URL")
     if env:
-        if _answers(env):
+        if answers(env):
             return Server(backend, make_url(env))
         return Server(backend, None, f"{backend}: {env} from the environment does not answer")
-    if _answers(LOCAL_DEFAULTS[backend]):
+    if answers(LOCAL_DEFAULTS[backend]):
         return Server(backend, make_url(LOCAL_DEFAULTS[backend]))
     found = _from_container(backend)
     if found:
