@@ -29,10 +29,24 @@ NAMES = q.names_stmt(q.ids_param("rc_names"), q.ids_param("trait_names"))
 ROOT_IDS = q.ids_param("root_ids")
 SHARING_IDS = q.ids_param("sharing_ids")
 EXCLUDE_IDS = q.ids_param("exclude_ids")
-SUMMARY = q.summary_stmt(q.ids_param("tree_ids", literal=True))
-SUMMARY_TRAITS = q.summary_traits_stmt(q.ids_param("tree_ids", literal=True))
+SUMMARY = q.summary_stmt("tree_ids")
+SUMMARY_TRAITS = q.summary_traits_stmt("tree_ids")
 
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+
+
+def driver_rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> list[Any]:
+    """Every row of ``stmt`` as the driver's own tuples, skipping SQLAlchemy's ``Row``
+    objects (~0.5 µs a row: 15 ms of the ~30k trait rows of a whole-cloud answer).
+    Only for the read path's statements, whose columns are ints, strings and numbers
+    that need no result processing (callers convert with ``int()``/``float()``,
+    which also takes MySQL's ``Decimal`` sums). Still sent through ``conn.execute``,
+    so tracers and statement counts see it."""
+    result = conn.execute(stmt, params)
+    try:
+        return list(result.cursor.fetchall()) if result.returns_rows else []
+    finally:
+        result.close()
 
 
 def names_key(names: q.Names) -> NamesKey:
@@ -238,7 +252,7 @@ class _Run:
 
     def execute(self, kind: str, group: RequestGroup | None = None) -> Any:
         stmt = _stmt(kind, group, self.key, self.token)
-        return self.conn.execute(stmt, self.params).all()
+        return driver_rows(self.conn, stmt, self.params)
 
 
 @dataclass(frozen=True)
@@ -323,7 +337,7 @@ def fetch_summaries(conn: Connection, root_ids: set[int]) -> SummaryRows:
     and (capacity, used) pairs are shared (both are immutable)."""
     params = {"tree_ids": sorted(root_ids)}
     names_of: dict[int, list[str]] = defaultdict(list)
-    for rp, name in conn.execute(SUMMARY_TRAITS, params).all():
+    for rp, name in driver_rows(conn, SUMMARY_TRAITS, params):
         names_of[rp].append(name)
     trait_sets: dict[frozenset[str], frozenset[str]] = {}
     traits: dict[int, frozenset[str]] = {}
@@ -335,9 +349,9 @@ def fetch_summaries(conn: Connection, root_ids: set[int]) -> SummaryRows:
     amounts: dict[tuple[int, int], ResourceSummary] = {}
     last = None
     resources: dict[str, ResourceSummary] = {}
-    for rp, uuid, name, parent, root, rc_name, capacity, used in conn.execute(
-        SUMMARY, params
-    ).all():
+    for rp, uuid, name, parent, root, rc_name, capacity, used in driver_rows(
+        conn, SUMMARY, params
+    ):
         if rp != last:
             last, resources = rp, {}
             rows.append((rp, uuid, name, parent, root, resources, traits.get(rp, empty)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -241,7 +241,12 @@ def search_anchor(
     check_traits = bool(rules.required_sets)
     check_subtrees = bool(rules.same_subtree)
 
-    def walk(i: int) -> None:
+    # ``walk`` gets itself as an argument rather than through its closure: a function
+    # that refers to itself through a closure cell is a reference cycle, which kept
+    # each anchor's walk (and through it the batch's search data) alive until the
+    # cyclic GC found it (~95k objects, a 16 ms collection per whole-cloud answer at
+    # 5,000 hosts). Without the cycle, reference counting frees it all at once.
+    def walk(i: int, again: Callable[[int, Any], None]) -> None:
         if i == n:
             w.emit()
             return
@@ -257,9 +262,9 @@ def search_anchor(
             if (not check_subtrees or w.subtrees_ok(i)) and (
                 not check_traits or i != last_class or w.traits_ok()
             ):
-                walk(i + 1)
+                again(i + 1, again)
             if amounts:
                 w.take(rp, amounts, -1)
 
-    walk(0)
+    walk(0, walk)
     return w.out

@@ -336,7 +336,15 @@ def tree_shape_stmt(roots: RootScope = None) -> Select:
     return stmt.where(*_scope(rp, roots, ()))
 
 
-def summary_stmt(root_ids: Ids) -> Select:
+def _in_trees(column: ColumnElement[Any], root_ids: Ids | str) -> ColumnElement[bool]:
+    """``column IN (trees)``: a name binds a list of any length (see
+    :class:`rpquery.dialects.in_id_list`); a sequence or parameter as usual."""
+    if isinstance(root_ids, str):
+        return dialects.in_id_list(column, root_ids)
+    return column.in_(_ids(root_ids))
+
+
+def summary_stmt(root_ids: Ids | str) -> Select:
     """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
     providers used by the returned candidates) with each inventory's capacity and usage.
 
@@ -373,12 +381,12 @@ def summary_stmt(root_ids: Ids) -> Select:
                 rc, rc.c.id == inv.c.resource_class_id
             )
         )
-        .where(rp.c.root_provider_id.in_(_ids(root_ids)))
+        .where(_in_trees(rp.c.root_provider_id, root_ids))
         .order_by(rp.c.id)
     )
 
 
-def summary_traits_stmt(root_ids: Ids) -> Select:
+def summary_traits_stmt(root_ids: Ids | str) -> Select:
     """``SELECT rpt.resource_provider_id, t.name FROM resource_provider_traits rpt
     JOIN traits t ... JOIN resource_providers rp ... WHERE rp.root_provider_id IN (:roots)``"""
     rp = resource_providers.alias("rp")
@@ -389,5 +397,5 @@ def summary_traits_stmt(root_ids: Ids) -> Select:
         .select_from(
             rpt.join(t, t.c.id == rpt.c.trait_id).join(rp, rp.c.id == rpt.c.resource_provider_id)
         )
-        .where(rp.c.root_provider_id.in_(_ids(root_ids)))
+        .where(_in_trees(rp.c.root_provider_id, root_ids))
     )

@@ -17,16 +17,17 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import Table, exc, func, select
+from sqlalchemy import Table, bindparam, exc, func, select
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement
+from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
-from sqlalchemy.types import Boolean, Integer, TypeDecorator, TypeEngine, Unicode
+from sqlalchemy.types import Boolean, Integer, NullType, TypeDecorator, TypeEngine, Unicode
 
 # ---------------------------------------------------------------- SQL constructs
 
@@ -287,12 +288,20 @@ def refresh_after_bulk_load(engine: Engine, tables: Sequence[Table]) -> None:
 def read_session_setup(conn: Connection) -> None:
     """Per-transaction settings for the read path's short, many-subplan queries.
 
-    PostgreSQL's JIT triggers on their (over-)estimated cost and then spends a second or
-    more compiling a query that runs in milliseconds: ``SET LOCAL jit = off`` for this
-    transaction. Nothing to do elsewhere.
+    PostgreSQL, for this transaction, in one round trip:
+
+    - ``jit = off``: the JIT triggers on these queries' (over-)estimated cost and then
+      spends a second or more compiling a query that runs in milliseconds;
+    - ``plan_cache_mode = force_custom_plan``: psycopg prepares a statement sent five
+      times, and PostgreSQL may then switch to a generic plan, planned without the
+      parameters' values. For ``= ANY(:ids)`` (:class:`in_id_list`) a generic plan
+      guesses ten ids; reused for a whole-cloud answer's 5,000 trees it runs seconds
+      instead of milliseconds. Custom plans cost a millisecond of planning.
+
+    Nothing to do elsewhere.
     """
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL jit = off")
+        conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
 
 
 class per_row_test(ColumnElement[bool]):  # noqa: N801 - reads like a SQL function
@@ -306,6 +315,7 @@ class per_row_test(ColumnElement[bool]):  # noqa: N801 - reads like a SQL functi
 
     inherit_cache = True
     type = Boolean()
+    _is_implicitly_boolean = True  # a predicate: no "= 1" where booleans are ints
 
     def __init__(self, clause: ColumnElement[bool]) -> None:
         self.clause = clause
@@ -328,3 +338,77 @@ def _per_row_default(element: per_row_test, compiler: Any, **kw: Any) -> str:
 @compiles(per_row_test, "mysql")
 def _per_row_mysql(element: per_row_test, compiler: Any, **kw: Any) -> str:
     return f"(1 = 0 OR {compiler.process(element.clause, **kw)})"
+
+
+class _IntListText(TypeDecorator[Any]):
+    """A list of ints sent as one text parameter: ``{1,2}`` (a PostgreSQL array
+    literal) or ``[1,2]`` (JSON, for SQLite's ``json_each``). One string is much
+    cheaper for the driver than a list adapted element by element."""
+
+    impl = NullType  # no bind cast: PostgreSQL must see an untyped literal
+    cache_ok = True
+
+    def __init__(self, brackets: str = "[]") -> None:
+        super().__init__()
+        self.brackets = brackets
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str:
+        return self.brackets[0] + ",".join(map(str, map(int, value))) + self.brackets[1]
+
+
+class in_id_list(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
+    """``column IN <the ints bound to name>``, for id lists of any length (thousands of
+    trees in a whole-cloud answer), sent the cheapest way each backend has:
+
+    - PostgreSQL: ``column = ANY(CAST(%(name)s AS INTEGER[]))``, one array literal (one
+      small statement text, one plan, whatever the list's length);
+    - SQLite: ``column IN (SELECT value FROM json_each(?))``, one text parameter;
+    - MySQL/MariaDB: ``column IN (1, 2, ...)`` rendered inline at execution (no array
+      type; thousands of driver placeholders would cost more).
+
+    Execute with ``{name: [ids...]}``. Rendering 5,000 ids inline cost ~8 ms of Python
+    per statement on PostgreSQL, plus ~5 ms of parsing and planning on the server.
+    """
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True  # a comparison: no "= 1" where booleans are ints
+
+    def __init__(self, column: ColumnElement[Any], name: str) -> None:
+        self.column = column
+        self.name = name
+
+    @property
+    def _from_objects(self) -> list[Any]:
+        return self.column._from_objects
+
+    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
+        return (self.column,)
+
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("name", InternalTraversal.dp_string),
+    ]
+
+
+@compiles(in_id_list)
+def _in_id_list_default(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    param: BindParameter[Any] = bindparam(element.name, expanding=True, literal_execute=True)
+    return str(compiler.process(element.column.in_(param), **kw))
+
+
+@compiles(in_id_list, "postgresql")
+def _in_id_list_postgresql(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    # The text is sent untyped and cast by the server while planning, so the planner
+    # sees the array's values (a CAST of a typed VARCHAR parameter would hide them
+    # and the plan would guess ten elements: seconds instead of milliseconds).
+    column = compiler.process(element.column, **kw)
+    param = compiler.process(bindparam(element.name, type_=_IntListText("{}")), **kw)
+    return f"{column} = ANY ({param}::INTEGER[])"
+
+
+@compiles(in_id_list, "sqlite")
+def _in_id_list_sqlite(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    param = compiler.process(bindparam(element.name, type_=_IntListText("[]")), **kw)
+    return f"{column} IN (SELECT value FROM json_each({param}))"

@@ -108,15 +108,23 @@ def test_sharing_statement(dialect: Dialect) -> None:
     )
 
 
+TREES_CLAUSE = {
+    # one untyped array literal: the planner sees the values (no bind cast)
+    "postgresql": "WHERE rp.root_provider_id = ANY (%(tree_ids)s::INTEGER[])",
+    "sqlite": "WHERE rp.root_provider_id IN (SELECT value FROM json_each(?))",
+    "mysql": "WHERE rp.root_provider_id IN (1, 2)",
+}
+
+
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
-    ids = q.ids_param("tree_ids", literal=True)
-    text = sql(q.summary_stmt(ids).params(tree_ids=[1, 2]), dialect)
-    assert text.endswith("WHERE rp.root_provider_id IN (1, 2) ORDER BY rp.id"), text
+    text = sql(q.summary_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
+    assert text.endswith(TREES_CLAUSE[dialect.name] + " ORDER BY rp.id"), text
     # usage: one correlated probe per returned inventory row, never a whole-cloud sum
     assert "WHERE a.resource_provider_id = inv.resource_provider_id" in text
     assert "GROUP BY" not in text and "AS parent" not in text
-    traits_text = sql(q.summary_traits_stmt([1]), dialect)
+    traits_text = sql(q.summary_traits_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
     assert "JOIN traits AS t" in traits_text
+    assert traits_text.endswith(TREES_CLAUSE[dialect.name]), traits_text
 
 
 def test_provider_list_statement(dialect: Dialect) -> None:
