@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     Float,
@@ -411,6 +412,35 @@ Index(
     allocations.c.used,
 )
 
+# Usage summary (migration rpq0006), kept exact by triggers on ``allocations`` and
+# ``consumers`` whoever writes (rpquery, the generator, Placement itself). Keys are
+# Placement's ids; ``type_key`` is ``COALESCE(consumer_type_id, 0)`` (0 = no type).
+# Rows whose counts fall to 0 stay until a rebuild; readers skip them. See
+# docs/usages.md and rpquery.usage_summary.
+usage_totals = Table(
+    "rpq_usage_totals",
+    metadata,
+    Column("project_id", Integer, nullable=False, autoincrement=False),
+    Column("user_id", Integer, nullable=False, autoincrement=False),
+    Column("type_key", Integer, nullable=False, autoincrement=False),
+    Column("resource_class_id", Integer, nullable=False, autoincrement=False),
+    Column("used", BigInteger, nullable=False),
+    # allocation rows summed into ``used``: 0 means the row is empty
+    Column("allocation_count", Integer, nullable=False),
+    PrimaryKeyConstraint("project_id", "user_id", "type_key", "resource_class_id"),
+)
+
+# Consumers of a (project, user, type) holding at least one allocation row.
+consumer_counts = Table(
+    "rpq_consumer_counts",
+    metadata,
+    Column("project_id", Integer, nullable=False, autoincrement=False),
+    Column("user_id", Integer, nullable=False, autoincrement=False),
+    Column("type_key", Integer, nullable=False, autoincrement=False),
+    Column("consumer_count", Integer, nullable=False),
+    PrimaryKeyConstraint("project_id", "user_id", "type_key"),
+)
+
 #: rpquery's own tables, in creation order.
 RPQUERY_TABLES = (
     aggregate_metadata,
@@ -422,4 +452,6 @@ RPQUERY_TABLES = (
     instance_tag_conflicts,
     fake_backend_tags,
     fake_backend_jobs,
+    usage_totals,
+    consumer_counts,
 )

@@ -1,12 +1,18 @@
 """Usage reads: one consumer's allocations, one provider's allocations and usages, and the
 usages of a project (optionally one user) grouped by consumer type (seed 004).
 
-Every question is answered by **one** statement. The grouped project usage is a single
-``UNION ALL`` over one scoped CTE: per-(type, class) sums on one side, distinct consumer
-counts per type on the other. Every selected column is either grouped or aggregated, so
-the statement is valid on PostgreSQL, where Placement's own query (selecting
-``consumer_types.name`` while grouping by ``consumer_type_id``) fails with a
-GroupingError.
+Every question is answered by **one** statement. The grouped project usage reads the
+usage summary (``rpq_usage_totals``, ``rpq_consumer_counts``, migration ``rpq0006``),
+which triggers on ``allocations`` and ``consumers`` keep exact whoever writes; its cost
+depends on the project's users × types × classes, not on its allocations. Per-(type,
+class) sums on one side of a ``UNION ALL``, consumer counts per type on the other;
+every selected column is grouped or aggregated, so the statement is valid on
+PostgreSQL, where Placement's own query (selecting ``consumer_types.name`` while
+grouping by ``consumer_type_id``) fails with a GroupingError.
+
+The scan of the project's allocations that answered before the summary existed is kept
+as the reference (:func:`project_usages_scan`, :func:`project_usages_statement`): tests
+and :mod:`rpquery.usage_summary` compare the two.
 
 Consumers whose ``consumer_type_id`` is NULL (rows written before consumer types existed)
 are reported under the type ``unknown``; a stored type literally named ``UNKNOWN`` is a
@@ -36,12 +42,14 @@ from rpquery.db import Database
 from rpquery.errors import InvalidRequest, NotFound
 from rpquery.tables import (
     allocations,
+    consumer_counts,
     consumer_types,
     consumers,
     inventories,
     projects,
     resource_classes,
     resource_providers,
+    usage_totals,
     users,
 )
 
@@ -320,6 +328,91 @@ def _totals_shape(with_user: bool) -> Select[Any]:
     )
 
 
+def _owner_id(table: sa.Table, column: str, param: str) -> sa.ScalarSelect[Any]:
+    return (
+        sa.select(table.c.id)
+        .where(table.c[column] == sa.bindparam(param, type_=sa.String(255)))
+        .scalar_subquery()
+    )
+
+
+def _summary_filter(
+    table: sa.Table, nonempty: sa.Column[Any], with_user: bool, mode: str
+) -> tuple[sa.ColumnElement[Any], list[sa.ColumnElement[bool]]]:
+    """The type column to group by (a NULL constant for ``all``) and the WHERE clauses
+    selecting the project's (and user's) non-empty summary rows of the wanted type."""
+    where: list[sa.ColumnElement[bool]] = [
+        table.c.project_id == _owner_id(projects, "external_id", "project_id"),
+        nonempty > 0,
+    ]
+    if with_user:
+        where.append(table.c.user_id == _owner_id(users, "external_id", "user_id"))
+    type_key: sa.ColumnElement[Any] = table.c.type_key
+    if mode == ALL:
+        type_key = sa.cast(sa.null(), sa.Integer)
+    elif mode == UNKNOWN:
+        where.append(table.c.type_key == 0)
+    elif mode == "named":
+        named = sa.select(consumer_types.c.id).where(
+            consumer_types.c.name == sa.bindparam("consumer_type", type_=sa.Unicode(255))
+        )
+        where.append(table.c.type_key == named.scalar_subquery())
+    return type_key, where
+
+
+@functools.cache
+def _summary_usages_shape(with_user: bool, mode: str) -> Select[Any]:
+    """Sum the summary rows of the project (one per user × type × class), then name the
+    few result rows. ``type_key`` 0 (no type) finds no ``consumer_types`` row: its name
+    comes back NULL and is reported as ``unknown``."""
+    ut, cc = usage_totals, consumer_counts
+    t_type, t_where = _summary_filter(ut, ut.c.allocation_count, with_user, mode)
+    c_type, c_where = _summary_filter(cc, cc.c.consumer_count, with_user, mode)
+    t_group = [ut.c.resource_class_id] if mode == ALL else [ut.c.type_key, ut.c.resource_class_id]
+    per_class = (
+        sa.select(
+            t_type.label("type_id"),
+            ut.c.resource_class_id,
+            sa.func.sum(ut.c.used).label("used"),
+            sa.cast(sa.null(), sa.Integer).label("consumer_count"),
+        )
+        .where(*t_where)
+        .group_by(*t_group)
+    )
+    counts = (
+        sa.select(
+            c_type.label("type_id"),
+            sa.cast(sa.null(), sa.Integer).label("resource_class_id"),
+            sa.cast(sa.null(), sa.Integer).label("used"),
+            sa.func.sum(cc.c.consumer_count).label("consumer_count"),
+        )
+        .where(*c_where)
+        .group_by(*([] if mode == ALL else [cc.c.type_key]))
+    )
+    agg = sa.union_all(per_class, counts).subquery("agg")
+    t, rc = consumer_types, resource_classes
+    return sa.select(
+        t.c.name.label("type_name"),
+        rc.c.name.label("resource_class"),
+        agg.c.used,
+        agg.c.consumer_count,
+    ).select_from(
+        agg.outerjoin(t, t.c.id == agg.c.type_id).outerjoin(rc, rc.c.id == agg.c.resource_class_id)
+    )
+
+
+@functools.cache
+def _summary_totals_shape(with_user: bool) -> Select[Any]:
+    ut, rc = usage_totals, resource_classes
+    _, where = _summary_filter(ut, ut.c.allocation_count, with_user, ALL)
+    return (
+        sa.select(rc.c.name.label("resource_class"), sa.func.sum(ut.c.used).label("used"))
+        .select_from(ut.join(rc, rc.c.id == ut.c.resource_class_id))
+        .where(*where)
+        .group_by(rc.c.name)
+    )
+
+
 def _usage_params(
     project_id: str, user_id: str | None, consumer_type: str | None
 ) -> dict[str, str]:
@@ -334,7 +427,8 @@ def _usage_params(
 def project_usages_statement(
     project_id: str, *, user_id: str | None = None, consumer_type: str | None = None
 ) -> Select[Any]:
-    """Grouped usages in one statement: rows ``(type_name, resource_class, used, NULL)``
+    """Grouped usages by scanning the project's allocations (the reference for
+    :func:`summary_usages_statement`): rows ``(type_name, resource_class, used, NULL)``
     per type and class, and ``(type_name, NULL, NULL, consumer_count)`` per type.
 
     ``WITH scoped AS (...) SELECT t.name, rc.name, agg.used, agg.consumer_count FROM
@@ -350,8 +444,37 @@ def project_usages_statement(
 
 
 def project_totals_statement(project_id: str, *, user_id: str | None = None) -> Select[Any]:
-    """Pre-1.38 ``GET /usages``: the project's (and user's) usage per class, no types."""
+    """Pre-1.38 ``GET /usages`` by scanning the allocations (the reference for
+    :func:`summary_totals_statement`): usage per class, no types."""
     return _totals_shape(user_id is not None).params(_usage_params(project_id, user_id, None))
+
+
+def summary_usages_statement(
+    project_id: str, *, user_id: str | None = None, consumer_type: str | None = None
+) -> Select[Any]:
+    """What :func:`project_usages` runs: the same rows as
+    :func:`project_usages_statement`, read from the usage summary::
+
+        SELECT t.name, rc.name, agg.used, agg.consumer_count
+        FROM (SELECT type_key, resource_class_id, SUM(used), NULL FROM rpq_usage_totals
+              WHERE project_id = (SELECT id FROM projects WHERE external_id = :project_id)
+                AND allocation_count > 0 GROUP BY type_key, resource_class_id
+              UNION ALL
+              SELECT type_key, NULL, NULL, SUM(consumer_count) FROM rpq_consumer_counts
+              WHERE project_id = (...) AND consumer_count > 0 GROUP BY type_key) agg
+        LEFT JOIN consumer_types t ON t.id = agg.type_key
+        LEFT JOIN resource_classes rc ON rc.id = agg.resource_class_id
+
+    ``consumer_type`` must already be validated (:func:`check_consumer_type_filter`).
+    """
+    shape = _summary_usages_shape(user_id is not None, _type_mode(consumer_type))
+    return shape.params(_usage_params(project_id, user_id, consumer_type))
+
+
+def summary_totals_statement(project_id: str, *, user_id: str | None = None) -> Select[Any]:
+    """What :func:`project_usages_total` runs: usage per class from the summary."""
+    shape = _summary_totals_shape(user_id is not None)
+    return shape.params(_usage_params(project_id, user_id, None))
 
 
 # ---------------------------------------------------------------- executors
@@ -430,10 +553,32 @@ def project_usages(
     >>> project_usages(db, "p1", consumer_type="all").groups
     ()
     """
+    return _run_usages(db, project_id, user_id, consumer_type, _summary_usages_shape)
+
+
+def project_usages_scan(
+    db: Database,
+    project_id: str,
+    *,
+    user_id: str | None = None,
+    consumer_type: str | None = None,
+) -> UsageReport:
+    """:func:`project_usages` computed by scanning the project's allocations instead of
+    reading the summary: the reference answer (cost grows with the project)."""
+    return _run_usages(db, project_id, user_id, consumer_type, _usages_shape)
+
+
+def _run_usages(
+    db: Database,
+    project_id: str,
+    user_id: str | None,
+    consumer_type: str | None,
+    shape_of: Any,
+) -> UsageReport:
     _check_external_id(project_id, "project_id")
     _check_external_id(user_id, "user_id", optional=True)
     check_consumer_type_filter(consumer_type)
-    shape = _usages_shape(user_id is not None, _type_mode(consumer_type))
+    shape = shape_of(user_id is not None, _type_mode(consumer_type))
     with db.connect() as conn:
         rows = conn.execute(shape, _usage_params(project_id, user_id, consumer_type)).all()
     return UsageReport(project_id, user_id, consumer_type, _groups(rows, consumer_type))
@@ -459,12 +604,25 @@ def project_usages_total(
     db: Database, project_id: str, *, user_id: str | None = None
 ) -> dict[str, int]:
     """Pre-1.38 ``GET /usages``: usage per class for a project (and user), every
-    consumer type together; empty for an unknown project."""
+    consumer type together (from the usage summary); empty for an unknown project."""
+    return _run_totals(db, project_id, user_id, _summary_totals_shape)
+
+
+def project_usages_total_scan(
+    db: Database, project_id: str, *, user_id: str | None = None
+) -> dict[str, int]:
+    """:func:`project_usages_total` by scanning the allocations (the reference)."""
+    return _run_totals(db, project_id, user_id, _totals_shape)
+
+
+def _run_totals(
+    db: Database, project_id: str, user_id: str | None, shape_of: Any
+) -> dict[str, int]:
     _check_external_id(project_id, "project_id")
     _check_external_id(user_id, "user_id", optional=True)
     with db.connect() as conn:
         rows = conn.execute(
-            _totals_shape(user_id is not None), _usage_params(project_id, user_id, None)
+            shape_of(user_id is not None), _usage_params(project_id, user_id, None)
         ).all()
     return {row.resource_class: dialects.to_int(row.used) for row in sorted(rows)}
 
