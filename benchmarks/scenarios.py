@@ -265,7 +265,8 @@ def providers_required_forbidden(ctx: Context) -> Prepared:
 
 @scenario("usages_by_consumer_type", needs=("rpquery.usages:project_usages",))
 def usages_by_consumer_type(ctx: Context) -> Prepared:
-    """Project usages grouped by consumer type (Placement 1.38)."""
+    """Project usages grouped by consumer type (Placement 1.38), read from the usage
+    summary: the same cost whatever the project's size."""
     from rpquery.usages import project_usages
 
     project = ctx.cloud.project_ids[0]
@@ -273,19 +274,42 @@ def usages_by_consumer_type(ctx: Context) -> Prepared:
     def answer() -> Any:
         return project_usages(ctx.db, project)
 
-    def ours(report: Any) -> dict[str, Any]:
-        return {g.consumer_type: (g.consumer_count, dict(g.resources)) for g in report.groups}
-
-    def theirs(body: dict[str, Any]) -> dict[str, Any]:
-        return {
-            name: (g["consumer_count"], {k: v for k, v in g.items() if k != "consumer_count"})
-            for name, g in body["usages"].items()
-        }
-
     return Prepared(
         run=lambda: count_rows(answer()),
         answer=answer,
-        placement=PlacementCall(f"/usages?project_id={project}", ours, theirs),
+        placement=PlacementCall(
+            f"/usages?project_id={project}", _usage_groups, _placement_usage_groups
+        ),
+    )
+
+
+def _usage_groups(report: Any) -> dict[str, Any]:
+    return {g.consumer_type: (g.consumer_count, dict(g.resources)) for g in report.groups}
+
+
+def _placement_usage_groups(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: (g["consumer_count"], {k: v for k, v in g.items() if k != "consumer_count"})
+        for name, g in body["usages"].items()
+    }
+
+
+@scenario("usages_one_user_one_type", needs=("rpquery.usages:project_usages",))
+def usages_one_user_one_type(ctx: Context) -> Prepared:
+    """Usages of one user of a project, INSTANCE consumers only (Placement 1.38 filters):
+    two primary-key lookups in the usage summary."""
+    from rpquery.usages import project_usages
+
+    project, user = ctx.cloud.project_ids[0], ctx.cloud.user_ids[0]
+
+    def answer() -> Any:
+        return project_usages(ctx.db, project, user_id=user, consumer_type="INSTANCE")
+
+    path = f"/usages?project_id={project}&user_id={user}&consumer_type=INSTANCE"
+    return Prepared(
+        run=lambda: count_rows(answer()),
+        answer=answer,
+        placement=PlacementCall(path, _usage_groups, _placement_usage_groups),
     )
 
 
