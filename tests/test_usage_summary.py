@@ -159,6 +159,23 @@ def test_raw_deletes_and_updates_keep_the_summary_exact(db: Database) -> None:
     assert usages.project_usages_total(db, "proj-a") == {}
 
 
+def test_truncate_empties_the_summary_on_postgresql(request: pytest.FixtureRequest) -> None:
+    """PostgreSQL fires statement triggers on TRUNCATE (MySQL fires none: rebuild)."""
+    db: Database = request.getfixturevalue("_migrated")("postgresql")
+    empty_database(db)
+    (cn1,) = nodes(db, 1)
+    for table in ("allocations", "consumers"):
+        uuid = new_uuid()
+        with db.begin() as conn:
+            consumer(conn, uuid, project="proj-a", user="user-1")
+            conn.execute(allocations.insert().values([_row(cn1, uuid, VCPU, 2)]))
+        assert usages.project_usages(db, "proj-a").groups
+        with db.begin() as conn:
+            conn.exec_driver_sql(f"TRUNCATE {table}")
+        assert_exact(db)
+        assert usages.project_usages(db, "proj-a").groups == ()
+
+
 def test_consumer_moved_to_another_project_and_user(db: Database) -> None:
     (cn1,) = nodes(db, 1)
     a = new_uuid()
