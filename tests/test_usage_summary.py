@@ -197,6 +197,12 @@ def test_consumer_moved_to_another_project_and_user(db: Database) -> None:
         "VCPU": 3,
     }
     assert usages.project_usages(db, "proj-a").groups == ()
+    orphan = new_uuid()  # rows of a uuid no consumer has (yet)
+    with db.begin() as conn:
+        conn.execute(allocations.insert().values([_row(cn1, orphan, DISK, 40)]))
+        conn.execute(consumers.update().where(consumers.c.uuid == a).values(uuid=orphan))
+    assert_exact(db)  # the consumer now owns the orphan's rows; its old rows own nobody
+    assert usages.project_usages_total(db, "proj-b", user_id="user-2") == {"DISK_GB": 40}
 
 
 def test_bulk_generator_keeps_the_summary_exact(db: Database) -> None:
