@@ -151,10 +151,18 @@ def _sqlite_triggers() -> list[str]:
 # ---------------------------------------------------------------- PostgreSQL
 
 
-def _pg_function(name: str, body: str) -> str:
+def _pg_function(name: str, body: str, *, unless_empty: str = "") -> str:
+    """A trigger function; ``unless_empty`` is a query that finds nothing when the
+    statement changed nothing the summary holds (checked first: most statements of the
+    write path, e.g. deleting the allocations of a new consumer, stop there)."""
+    guard = (
+        f"\n  IF NOT EXISTS ({unless_empty}) THEN\n    RETURN NULL;\n  END IF;"
+        if unless_empty
+        else ""
+    )
     return (
         f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $rpq$\n"
-        f"BEGIN{body}\n  RETURN NULL;\nEND\n$rpq$"
+        f"BEGIN{guard}{body}\n  RETURN NULL;\nEND\n$rpq$"
     )
 
 
@@ -270,8 +278,8 @@ def _pg_remove_consumers(rows: str) -> str:
   WHERE (t.project_id, t.user_id, t.type_key) = (s.project_id, s.user_id, s.type_key);"""
 
 
-#: (function, body, trigger) for PostgreSQL.
-def _pg_objects() -> list[tuple[str, str, str]]:
+#: (function, guard, body, trigger) for PostgreSQL.
+def _pg_objects() -> list[tuple[str, str, str, str]]:
     def stmt(name: str, event: str, table: str, refs: str) -> str:
         return (
             f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {refs} "
@@ -290,31 +298,38 @@ def _pg_objects() -> list[tuple[str, str, str]]:
     return [
         (
             "rpq_usage_alloc_insert",
+            "",
             _pg_add_rows("new_rows"),
             stmt("rpq_usage_alloc_insert", "INSERT", "allocations", "NEW TABLE AS new_rows"),
         ),
         (
             "rpq_usage_alloc_delete",
+            "SELECT 1 FROM old_rows",  # e.g. the old allocations of a new consumer
             _pg_remove_rows("old_rows"),
             stmt("rpq_usage_alloc_delete", "DELETE", "allocations", "OLD TABLE AS old_rows"),
         ),
         (
             "rpq_usage_alloc_update",
+            "SELECT 1 FROM old_rows",
             "\n  DECLARE r record;\n  BEGIN" + _pg_update_rows() + "\n  END;",
             stmt("rpq_usage_alloc_update", "UPDATE", "allocations", old_new),
         ),
         (
             "rpq_usage_consumer_insert",
+            # a consumer written before its allocations (rpquery, Placement) stops here
+            "SELECT 1 FROM new_rows n JOIN allocations a ON a.consumer_id = n.uuid",
             _pg_add_consumers("new_rows"),
             stmt("rpq_usage_consumer_insert", "INSERT", "consumers", "NEW TABLE AS new_rows"),
         ),
         (
             "rpq_usage_consumer_delete",
+            "",
             _pg_remove_consumers("old_rows"),
             stmt("rpq_usage_consumer_delete", "DELETE", "consumers", "OLD TABLE AS old_rows"),
         ),
         (
             "rpq_usage_consumer_update",
+            "",
             _pg_remove_consumers(one_old) + _pg_add_consumers(one_new),
             consumer_update,
         ),
@@ -460,8 +475,8 @@ _PG_PRIVILEGE_ERROR = "42501"
 def _ddl_statements(dialect: str) -> list[str]:
     if dialect == "postgresql":
         out = []
-        for name, body, trigger in _pg_objects():
-            out.append(_pg_function(name, body))
+        for name, guard, body, trigger in _pg_objects():
+            out.append(_pg_function(name, body, unless_empty=guard))
             out.append(trigger)
         out.append(
             _pg_function("rpq_usage_clear", f"\n  DELETE FROM {TOTALS};\n  DELETE FROM {COUNTS};")
