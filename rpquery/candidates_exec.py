@@ -234,10 +234,7 @@ def _stmt(kind: str, group: RequestGroup | None, key: NamesKey, token: ScopeToke
     if kind == "resourceless":
         return q.resourceless_stmt(group, names, scope)
     sharing = SHARING_IDS if scope is not None else ()
-    # A batch of trees, or a group whose aggregate / tree filter keeps few providers in
-    # play: an index probe per row. Otherwise one grouped pass over allocations.
-    selective = token == "ids" or bool(group.member_of) or group.in_tree is not None
-    return q.group_rows_stmt(group, names, scope, sharing, correlated_usage=selective)
+    return q.group_rows_stmt(group, names, scope, sharing)
 
 
 @dataclass(frozen=True)

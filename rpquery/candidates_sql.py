@@ -147,38 +147,25 @@ def group_rows_stmt(
     names: Names,
     roots: RootScope = None,
     sharing_ids: Ids = (),
-    *,
-    correlated_usage: bool = False,
 ) -> Select:
     """One row per (provider, requested class) that can serve ``group``'s amount.
 
     ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
     inv.max_unit [, EXISTS(trait in set_i) AS req_i ...]
     FROM inventories inv JOIN resource_providers rp ON rp.id = inv.resource_provider_id
-    LEFT JOIN (<usage_by_provider, same scope>) inuse ON (provider, class)
-    (or, with ``correlated_usage``, ``used`` as :func:`clauses.usage_subquery`)
+    LEFT JOIN rpq_provider_usages pu ON (provider, class)
     WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
     AND NOT EXISTS (<forbidden trait>) AND EXISTS (<member_of>) ...
     AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``
+
+    Usage is one stored row per inventory (:func:`clauses.join_usage`): the planner
+    looks it up by primary key for a batch of trees and hash- or merge-joins it for the
+    whole cloud; ``allocations`` is never aggregated.
     """
     inv = inventories.alias("inv")
     rp = resource_providers.alias("rp")
     rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
-    usage = clauses.usage_by_provider(rc_ids, lambda p: _scope(p, roots, sharing_ids)).alias(
-        "inuse"
-    )
-    used: ColumnElement[int] = sa.func.coalesce(usage.c.used, 0)
-    joined = inv.join(rp, rp.c.id == inv.c.resource_provider_id)
-    if correlated_usage:  # a batch of trees: an index probe per row beats any aggregate
-        used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
-    else:
-        joined = joined.outerjoin(
-            usage,
-            sa.and_(
-                usage.c.resource_provider_id == inv.c.resource_provider_id,
-                usage.c.resource_class_id == inv.c.resource_class_id,
-            ),
-        )
+    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
     flags = []
     if not group.is_granular:
         flags = [
@@ -349,22 +336,24 @@ def summary_stmt(root_ids: Ids | str) -> Select:
     providers used by the returned candidates) with each inventory's capacity and usage.
 
     ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id,
-    rc.name, capacity, COALESCE((SELECT SUM(a.used) FROM allocations a WHERE
-    a.resource_provider_id = inv.resource_provider_id AND a.resource_class_id =
-    inv.resource_class_id), 0) AS used
+    rc.name, capacity, COALESCE(pu.used, 0) AS used
     FROM resource_providers rp LEFT JOIN inventories inv ON ...
-    LEFT JOIN resource_classes rc ON ... WHERE rp.root_provider_id IN (:roots)
-    ORDER BY rp.id``
+    LEFT JOIN resource_classes rc ON ... LEFT JOIN rpq_provider_usages pu ON ...
+    WHERE rp.root_provider_id IN (:roots) ORDER BY rp.id``
 
-    Usage is one index-only probe per returned inventory row (the covering
-    ``allocations_resource_provider_class_used_idx``): its cost follows the trees
-    returned, never the cloud. Parent and root come back as ids (they are in the same
-    trees, so the caller maps them to uuids): no self-joins, fewer bytes per row.
+    Usage is the stored row of each inventory (:func:`clauses.join_usage`), so the
+    cost follows the trees returned, never the cloud or its allocations. Parent and
+    root come back as ids (they are in the same trees, so the caller maps them to
+    uuids): no self-joins, fewer bytes per row. ``root_ids`` given as a name binds a
+    list of any length (:class:`rpquery.dialects.in_id_list`).
     """
     rp = resource_providers.alias("rp")
     inv = inventories.alias("inv")
     rc = resource_classes.alias("rc")
-    used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+    with_inventories = rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id).outerjoin(
+        rc, rc.c.id == inv.c.resource_class_id
+    )
+    joined, used = clauses.join_usage(with_inventories, inv)
     return (
         sa.select(
             rp.c.id,
@@ -376,11 +365,7 @@ def summary_stmt(root_ids: Ids | str) -> Select:
             clauses.capacity(inv).label("capacity"),
             used.label("used"),
         )
-        .select_from(
-            rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id).outerjoin(
-                rc, rc.c.id == inv.c.resource_class_id
-            )
-        )
+        .select_from(joined)
         .where(_in_trees(rp.c.root_provider_id, root_ids))
         .order_by(rp.c.id)
     )

@@ -40,15 +40,18 @@ from rpquery.db import Database
 from rpquery.errors import InvalidRequest
 from rpquery.tables import (
     allocations,
+    consumer_counts,
     consumer_types,
     consumers,
     inventories,
     placement_aggregates,
     projects,
+    provider_usages,
     resource_provider_aggregates,
     resource_provider_traits,
     resource_providers,
     traits,
+    usage_totals,
     users,
     utcnow,
 )
@@ -66,6 +69,10 @@ BULK_TABLES = (
     resource_provider_traits,
     resource_provider_aggregates,
     placement_aggregates,
+    # filled by rpq0006's and rpq0007's triggers as allocations are written
+    usage_totals,
+    consumer_counts,
+    provider_usages,
 )
 CONSUMER_TYPES = ("INSTANCE", "MIGRATION")
 CUSTOM_TRAITS = ("CUSTOM_GPU", "CUSTOM_LICENSED_WINDOWS", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")

@@ -441,6 +441,19 @@ consumer_counts = Table(
     PrimaryKeyConstraint("project_id", "user_id", "type_key"),
 )
 
+# Usage per (provider, class) (migration rpq0007): SUM(allocations.used), kept exact by
+# triggers on ``allocations`` whoever writes. The read path joins it instead of
+# aggregating ``allocations``; the write path does not read it. Rows at 0 may stay.
+# See docs/read-path.md and rpquery.provider_usage.
+provider_usages = Table(
+    "rpq_provider_usages",
+    metadata,
+    Column("resource_provider_id", Integer, nullable=False, autoincrement=False),
+    Column("resource_class_id", Integer, nullable=False, autoincrement=False),
+    Column("used", BigInteger, nullable=False),
+    PrimaryKeyConstraint("resource_provider_id", "resource_class_id"),
+)
+
 #: rpquery's own tables, in creation order.
 RPQUERY_TABLES = (
     aggregate_metadata,
@@ -454,4 +467,5 @@ RPQUERY_TABLES = (
     fake_backend_jobs,
     usage_totals,
     consumer_counts,
+    provider_usages,
 )

@@ -49,21 +49,35 @@ def test_forbidden_trait_is_correlated_not_exists(dialect: Dialect) -> None:
     ), text
 
 
+USAGE_JOIN = (
+    "LEFT OUTER JOIN rpq_provider_usages AS pu ON pu.resource_provider_id = "
+    "inv.resource_provider_id AND pu.resource_class_id = inv.resource_class_id"
+)
+
+
 def test_group_statement_is_one_select(dialect: Dialect) -> None:
     req = parse_candidates(f"resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU&member_of=!{AGG}")
     text = sql(q.group_rows_stmt(req.groups[0], NAMES, [1, 2], [7]), dialect)
     assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_traits") == 1
-    assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_aggregates") == 1
-    # usage summed per (provider, class) only for providers in the same scope
-    assert re.search(
-        r"LEFT OUTER JOIN \(SELECT ua.resource_provider_id AS resource_provider_id, "
-        r"ua.resource_class_id AS resource_class_id, sum\(ua.used\) AS used .*"
-        r"WHERE ua.resource_class_id IN \(.*\) AND \(up.root_provider_id IN \(.*\) "
-        r"OR up.id IN \(.*\)\) GROUP BY ua.resource_provider_id, ua.resource_class_id "
-        r"ORDER BY ua.resource_provider_id, ua.resource_class_id\) AS inuse",
-        text,
-    ), text
+    # a forbidden aggregate: one NOT EXISTS for the provider, one for its root, each
+    # correlated by a plain equality (an anti-join a planner can hash)
+    assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_aggregates") == 2
+    assert "AND rpa.resource_provider_id = rp.id))" in text
+    assert "AND rpa.resource_provider_id = rp.root_provider_id))" in text
+    # usage: the stored row of each inventory (rpq0007), never a sum over allocations
+    assert USAGE_JOIN in text, text
+    assert "allocations" not in text and "GROUP BY" not in text
     assert "rp.root_provider_id IN (" in text and "rp.id IN (" in text
+
+
+def test_member_of_on_provider_or_root_is_an_uncorrelated_in(dialect: Dialect) -> None:
+    req = parse_candidates(f"resources=VCPU:1&member_of={AGG}")
+    text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect).replace("INNER JOIN", "JOIN")
+    members = (
+        "(SELECT rpm.resource_provider_id FROM resource_provider_aggregates AS rpm "
+        "JOIN placement_aggregates AS pam ON pam.id = rpm.aggregate_id WHERE pam.uuid IN ("
+    )
+    assert f"rp.id IN {members}" in text and f"rp.root_provider_id IN {members}" in text, text
 
 
 def test_granular_required_traits_are_exists(dialect: Dialect) -> None:
@@ -119,8 +133,8 @@ TREES_CLAUSE = {
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
     text = sql(q.summary_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
     assert text.endswith(TREES_CLAUSE[dialect.name] + " ORDER BY rp.id"), text
-    # usage: one correlated probe per returned inventory row, never a whole-cloud sum
-    assert "WHERE a.resource_provider_id = inv.resource_provider_id" in text
+    # usage: the stored row of each returned inventory, never a sum over allocations
+    assert USAGE_JOIN in text and "allocations" not in text
     assert "GROUP BY" not in text and "AS parent" not in text
     traits_text = sql(q.summary_traits_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
     assert "JOIN traits AS t" in traits_text
@@ -131,5 +145,5 @@ def test_provider_list_statement(dialect: Dialect) -> None:
     req = parse_providers(f"resources=VCPU:1&required=HW_CPU_X86_AVX2,!CUSTOM_GPU&member_of={AGG}")
     text = sql(providers_stmt(req, NAMES), dialect)
     assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_traits") == 1
-    assert "rpa.resource_provider_id IN (rp.id)" in text
+    assert "rpa.resource_provider_id = rp.id" in text
     assert "ORDER BY rp.id" in text

@@ -27,11 +27,13 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from benchmarks import side_by_side
 from rpquery import migrations, usages
 from rpquery.allocations import delete_allocations, replace_allocations, replace_many
+from rpquery.candidates import allocation_candidates
 from rpquery.consumers import get_consumer
 from rpquery.db import Database
 from rpquery.errors import NotFound, RpqueryError, SchemaError
 from rpquery.generator import CloudSpec, load_cloud
 from rpquery.models import ConsumerAllocations, Inventory
+from rpquery.provider_usage import verify_provider_usages
 from rpquery.reshaper import ProviderInventories, reshape
 from rpquery.tables import allocations, consumer_counts, consumers, usage_totals
 from rpquery.usage_summary import rebuild_usage_summary, verify_usage_summary
@@ -520,6 +522,12 @@ def placement(db: Database, requests: list[dict[str, Any]]) -> list[dict[str, An
     return list(json.loads(done.stdout))
 
 
+def vcpu_used(db: Database, rp_uuid: str) -> int:
+    """VCPU usage of a provider as allocation candidates report it."""
+    summaries = allocation_candidates(db, "resources=VCPU:1").provider_summaries
+    return summaries[rp_uuid].resources["VCPU"].used
+
+
 def _put(uuid: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"method": "PUT", "path": f"/allocations/{uuid}", "body": body}
 
@@ -566,6 +574,9 @@ def test_placement_writes_keep_the_summary_exact(
     )  # fmt: skip
     assert [r["status"] for r in first[:3]] == [204, 204, 204], first
     assert_exact(db)
+    # rpq0007's usage per provider follows Placement's writes too (the read path's)
+    assert verify_provider_usages(db) == []
+    assert vcpu_used(db, cn2.uuid) == 4
     ours = usages.render_project_usages(usages.project_usages(db, "proj-a"))
     assert ours == {"usages": {"MIGRATION": {"consumer_count": 2, "VCPU": 4, "MEMORY_MB": 128}}}
     if first[3]["status"] == 200:
@@ -573,6 +584,7 @@ def test_placement_writes_keep_the_summary_exact(
     second = placement(db, [{"method": "DELETE", "path": f"/allocations/{b}"}, usages_path])
     assert second[0]["status"] == 204, second
     assert_exact(db)
+    assert verify_provider_usages(db) == [] and vcpu_used(db, cn2.uuid) == 3
     ours = usages.render_project_usages(usages.project_usages(db, "proj-a"))
     assert ours == {"usages": {"MIGRATION": {"consumer_count": 1, "VCPU": 3, "MEMORY_MB": 128}}}
     if second[1]["status"] == 200:
