@@ -40,6 +40,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from rpquery.dialects import create_triggers
 from rpquery.errors import SchemaError
 
 revision = "rpq0006"
@@ -467,10 +468,6 @@ BACKFILL = (
     "GROUP BY c.project_id, c.user_id, COALESCE(c.consumer_type_id, 0)",
 )
 
-#: MySQL/MariaDB error numbers and the PostgreSQL SQLSTATE for "not allowed".
-_MYSQL_PRIVILEGE_ERRORS = {1142, 1227, 1419}
-_PG_PRIVILEGE_ERROR = "42501"
-
 
 def _ddl_statements(dialect: str) -> list[str]:
     if dialect == "postgresql":
@@ -490,42 +487,6 @@ def _ddl_statements(dialect: str) -> list[str]:
     if dialect in ("mysql", "mariadb"):
         return _mysql_triggers()
     return _sqlite_triggers()
-
-
-def _create_triggers(bind: sa.engine.Connection) -> None:
-    for sql in _ddl_statements(bind.dialect.name):
-        try:
-            bind.exec_driver_sql(sql)
-        except sa.exc.DBAPIError as error:
-            if _is_privilege_error(error):
-                raise SchemaError(
-                    "rpquery.schema.trigger_privilege",
-                    "rpquery needs to create triggers on allocations and consumers "
-                    f"(usage summary, rpq0006) and was refused: {error.orig}. "
-                    + _grant_hint(bind.dialect.name),
-                ) from error
-            raise
-
-
-def _is_privilege_error(error: sa.exc.DBAPIError) -> bool:
-    orig = error.orig
-    if getattr(orig, "sqlstate", None) == _PG_PRIVILEGE_ERROR:
-        return True
-    args: tuple[object, ...] = getattr(orig, "args", ())
-    return bool(args) and args[0] in _MYSQL_PRIVILEGE_ERRORS
-
-
-def _grant_hint(dialect: str) -> str:
-    if dialect == "postgresql":
-        return (
-            "Run the upgrade as the owner of Placement's tables (or grant TRIGGER on "
-            "allocations and consumers and CREATE on the schema)."
-        )
-    return (
-        "Grant TRIGGER on the database (GRANT TRIGGER ON <db>.* TO <user>) and, when "
-        "binary logging is on, set log_bin_trust_function_creators=1 (or run the upgrade "
-        "as a user with SUPER)."
-    )
 
 
 def upgrade() -> None:
@@ -551,7 +512,11 @@ def upgrade() -> None:
     )
     bind = op.get_bind()
     try:
-        _create_triggers(bind)
+        create_triggers(
+            bind,
+            _ddl_statements(bind.dialect.name),
+            "on allocations and consumers (usage summary, rpq0006)",
+        )
     except SchemaError:
         if bind.dialect.name in ("mysql", "mariadb"):  # DDL is not transactional there
             _drop_everything(bind)
