@@ -102,6 +102,37 @@ def test_db_upgrade_and_status(fresh_cli: Invoke) -> None:
     assert status["up_to_date"] is True and status["revision"] == status["head"]
 
 
+def test_db_check_finds_and_repairs_stale_usage_tables(database_url) -> None:  # type: ignore[no-untyped-def]
+    import sqlalchemy as sa
+
+    from rpquery.tables import consumer_counts, provider_usages
+
+    _ran["sqlite"] += 1
+    url = database_url("sqlite")
+    invoke = _invoker(url)
+    assert invoke("load", "--hosts", "6", "--seed", "5", "--no-progress").exit_code == 0
+    clean = invoke("db", "check")
+    assert clean.exit_code == 0, clean.output
+    assert "usage_summary: 0 difference(s)" in clean.output
+    assert "provider_usages: 0 difference(s)" in clean.output
+    db = Database(url)
+    with db.begin() as conn:  # what a write bypassing the triggers could leave
+        conn.execute(provider_usages.update().values(used=provider_usages.c.used + 1))
+        conn.execute(consumer_counts.delete())
+    db.dispose()
+    stale = invoke("db", "check", "--json")
+    assert stale.exit_code == 1
+    found = json.loads(stale.stdout)
+    assert found["provider_usages"]["differences"] > 0
+    assert found["usage_summary"]["differences"] > 0
+    repaired = invoke("db", "check", "--repair")
+    assert repaired.exit_code == 0, repaired.output
+    assert repaired.output.count("rebuilt: 0 left") == 2
+    assert invoke("db", "check").exit_code == 0
+    with Database(url).connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(consumer_counts)).scalar()
+
+
 def test_db_status_on_a_bad_url_exits_1(tmp_path) -> None:  # type: ignore[no-untyped-def]
     result = _invoker(f"sqlite:///{tmp_path}/missing/dir/x.db")("db", "status", "--json")
     assert_json_error(result, "rpquery.db.error", exit_code=1)

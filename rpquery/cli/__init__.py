@@ -7,11 +7,14 @@ Feature commands live in their own modules under ``rpquery.cli`` and are attache
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import click
 
 from rpquery import migrations
 from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
-from rpquery.db import DEFAULT_URL
+from rpquery.db import DEFAULT_URL, Database
 
 
 @click.group()
@@ -67,6 +70,47 @@ def db_status(as_json: bool) -> None:
     else:
         for key, value in data.items():
             click.echo(f"{key}: {value}")
+
+
+@db_group.command("check")
+@click.option("--repair", is_flag=True, help="Rebuild every summary found stale.")
+@json_option
+@handles_errors
+def db_check(repair: bool, as_json: bool) -> None:
+    """Compare the trigger-kept usage tables with a recomputation from allocations.
+
+    ``rpq_usage_totals``/``rpq_consumer_counts`` (usages by consumer type, rpq0006) and
+    ``rpq_provider_usages`` (usage per provider and class, rpq0007). Exit 1 when one
+    differs (after ``--repair``: when one still differs)."""
+    from rpquery.provider_usage import rebuild_provider_usages, verify_provider_usages
+    from rpquery.usage_summary import rebuild_usage_summary, verify_usage_summary
+
+    db = get_db()
+    checks: dict[str, tuple[Callable[[Database], Sequence[object]], Callable[[Database], object]]]
+    checks = {
+        "usage_summary": (verify_usage_summary, rebuild_usage_summary),
+        "provider_usages": (verify_provider_usages, rebuild_provider_usages),
+    }
+    report: dict[str, dict[str, Any]] = {}
+    for name, (verify, rebuild) in checks.items():
+        found = verify(db)
+        entry: dict[str, Any] = {"differences": len(found), "sample": [str(d) for d in found[:5]]}
+        if found and repair:
+            rebuild(db)
+            entry["after_repair"] = len(verify(db))
+        report[name] = entry
+    if as_json:
+        emit_json(report)
+    else:
+        for name, entry in report.items():
+            line = f"{name}: {entry['differences']} difference(s)"
+            if "after_repair" in entry:
+                line += f", rebuilt: {entry['after_repair']} left"
+            click.echo(line)
+            for sample in entry["sample"]:
+                click.echo(f"  {sample}")
+    if any(entry.get("after_repair", entry["differences"]) for entry in report.values()):
+        raise SystemExit(1)
 
 
 #: Feature modules under ``rpquery.cli``; each exposes ``COMMANDS``, a list of click
