@@ -156,10 +156,9 @@ def _summarise(
         return AllocationCandidates()
     trees = {c.root_id for c in chosen}
     trees.update(root_of[rp] for c in chosen for rp in c.picks)
-    summaries = fetch_summaries(conn, trees)
-    rc_name = {i: n for n, i in names.rc_ids.items()}
+    summaries = fetch_summaries(conn, trees, names.rc_names)
     return AllocationCandidates.from_rows(
-        RequestRows(chosen, summaries.uuid_by_id, rc_name), summaries
+        RequestRows(chosen, summaries.uuid_by_id, names.rc_names), summaries
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +18,14 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
 from rpquery import candidates_sql as q
-from rpquery.candidates_results import ResourceSummary, SummaryRow, SummaryRows
+from rpquery.candidates_results import SummaryRows
 from rpquery.candidates_search import Inventory, SearchData, SearchRules, Slot
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.request import CandidatesRequest, RequestGroup
 from rpquery.tables import resource_providers
 
-NAMES = q.names_stmt(q.ids_param("rc_names"), q.ids_param("trait_names"))
+NAMES = q.names_stmt(None, q.ids_param("trait_names"))
 ROOT_IDS = q.ids_param("root_ids")
 SHARING_IDS = q.ids_param("sharing_ids")
 EXCLUDE_IDS = q.ids_param("exclude_ids")
@@ -59,11 +59,12 @@ def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
     / ``rpquery.trait.not_found``), as Placement answers 400 for them (DESIGN §3)."""
     rcs, trs = req.resource_class_names(), req.trait_names()
     must_exist = trs
-    rc_ids: dict[str, int] = {}
+    every_rc: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
-    params = {"rc_names": sorted(rcs), "trait_names": sorted({*trs, q.SHARING_TRAIT})}
+    params = {"trait_names": sorted({*trs, q.SHARING_TRAIT})}
     for kind, name, ident in conn.execute(NAMES, params):
-        (rc_ids if kind == "rc" else trait_ids)[name] = int(ident)
+        (every_rc if kind == "rc" else trait_ids)[name] = int(ident)
+    rc_ids = {name: every_rc[name] for name in rcs if name in every_rc}
     for wanted, found, code, what in (
         (rcs, rc_ids, "rpquery.resource_class.not_found", "resource class"),
         (must_exist, trait_ids, "rpquery.trait.not_found", "trait"),
@@ -71,7 +72,7 @@ def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
         missing = sorted(set(wanted) - found.keys())
         if missing:
             raise InvalidRequest(code, f"no such {what}: {', '.join(missing)}", token=missing[0])
-    return q.Names(rc_ids, trait_ids)
+    return q.Names(rc_ids, trait_ids, {ident: name for name, ident in every_rc.items()})
 
 
 @dataclass(frozen=True)
@@ -327,38 +328,15 @@ def load_groups(
     return Loaded(anchors, slots, data, rules, sharing_ids)
 
 
-def fetch_summaries(conn: Connection, root_ids: set[int]) -> SummaryRows:
-    """Summaries of every provider in the trees ``root_ids`` (two statements), read in
-    one pass over rows ordered by provider into compact rows (the public
-    :class:`ProviderSummary` objects are built only if asked for). Identical trait sets
-    and (capacity, used) pairs are shared (both are immutable)."""
+def fetch_summaries(
+    conn: Connection, root_ids: set[int], rc_names: Mapping[int, str]
+) -> SummaryRows:
+    """Summaries of every provider in the trees ``root_ids`` (two statements), kept as
+    the driver's rows: :class:`SummaryRows` shapes them per provider (class ids named
+    through ``rc_names``) only when the summaries are read or rendered."""
     params = {"tree_ids": sorted(root_ids)}
-    names_of: dict[int, list[str]] = defaultdict(list)
-    for rp, name in driver_rows(conn, SUMMARY_TRAITS, params):
-        names_of[rp].append(name)
-    trait_sets: dict[frozenset[str], frozenset[str]] = {}
-    traits: dict[int, frozenset[str]] = {}
-    for rp, found in names_of.items():
-        key = frozenset(found)
-        traits[rp] = trait_sets.setdefault(key, key)
-    empty: frozenset[str] = frozenset()
-    rows: list[SummaryRow] = []
-    amounts: dict[tuple[int, int], ResourceSummary] = {}
-    last = None
-    resources: dict[str, ResourceSummary] = {}
-    for rp, uuid, name, parent, root, rc_name, capacity, used in driver_rows(
-        conn, SUMMARY, params
-    ):
-        if rp != last:
-            last, resources = rp, {}
-            rows.append((rp, uuid, name, parent, root, resources, traits.get(rp, empty)))
-        if rc_name is not None:
-            pair = (int(capacity), int(used))
-            summary = amounts.get(pair)
-            if summary is None:
-                summary = amounts[pair] = ResourceSummary(*pair)
-            resources[rc_name] = summary
-    return SummaryRows(rows)
+    trait_rows = driver_rows(conn, SUMMARY_TRAITS, params)
+    return SummaryRows.from_driver(driver_rows(conn, SUMMARY, params), trait_rows, rc_names)
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:

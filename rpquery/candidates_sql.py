@@ -61,6 +61,8 @@ class Names:
 
     rc_ids: Mapping[str, int] = field(default_factory=dict)
     trait_ids: Mapping[str, int] = field(default_factory=dict)
+    #: id → name of every resource class (summaries list every inventory's class)
+    rc_names: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def sharing_trait(self) -> int | None:
@@ -72,12 +74,16 @@ class Names:
 
 
 def names_stmt(
-    rc_names: Sequence[str] | BindParameter[Any], trait_names: Sequence[str] | BindParameter[Any]
+    rc_names: Sequence[str] | BindParameter[Any] | None,
+    trait_names: Sequence[str] | BindParameter[Any],
 ) -> Select:
-    """``SELECT 'rc', name, id FROM resource_classes WHERE name IN (...)
-    UNION ALL SELECT 't', name, id FROM traits WHERE name IN (...)``"""
+    """``SELECT 'rc', name, id FROM resource_classes [WHERE name IN (...)]
+    UNION ALL SELECT 't', name, id FROM traits WHERE name IN (...)``; ``rc_names``
+    ``None`` reads every class (a few dozen rows: the candidate path needs all their
+    names for the summaries, which list every inventory)."""
     rcs = sa.select(sa.literal("rc").label("kind"), resource_classes.c.name, resource_classes.c.id)
-    rcs = rcs.where(resource_classes.c.name.in_(_ids(rc_names)))
+    if rc_names is not None:
+        rcs = rcs.where(resource_classes.c.name.in_(_ids(rc_names)))
     trs = sa.select(sa.literal("t").label("kind"), traits.c.name, traits.c.id)
     trs = trs.where(traits.c.name.in_(_ids(trait_names)))
     return sa.union_all(rcs, trs)  # type: ignore[return-value]
@@ -336,10 +342,14 @@ def summary_stmt(root_ids: Ids | str) -> Select:
     providers used by the returned candidates) with each inventory's capacity and usage.
 
     ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id,
-    rc.name, capacity, COALESCE(pu.used, 0) AS used
+    inv.resource_class_id, capacity, COALESCE(pu.used, 0) AS used
     FROM resource_providers rp LEFT JOIN inventories inv ON ...
-    LEFT JOIN resource_classes rc ON ... LEFT JOIN rpq_provider_usages pu ON ...
+    LEFT JOIN rpq_provider_usages pu ON ...
     WHERE rp.root_provider_id IN (:roots) ORDER BY rp.id``
+
+    Classes come back as ids (their names are read once per request by
+    :func:`names_stmt`): no join, no repeated strings (~14 ms less on PostgreSQL for
+    the 19k inventory rows of a whole-cloud answer).
 
     Usage is the stored row of each inventory (:func:`clauses.join_usage`), so the
     cost follows the trees returned, never the cloud or its allocations. Parent and
@@ -349,10 +359,7 @@ def summary_stmt(root_ids: Ids | str) -> Select:
     """
     rp = resource_providers.alias("rp")
     inv = inventories.alias("inv")
-    rc = resource_classes.alias("rc")
-    with_inventories = rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id).outerjoin(
-        rc, rc.c.id == inv.c.resource_class_id
-    )
+    with_inventories = rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
     joined, used = clauses.join_usage(with_inventories, inv)
     return (
         sa.select(
@@ -361,7 +368,7 @@ def summary_stmt(root_ids: Ids | str) -> Select:
             rp.c.name,
             rp.c.parent_provider_id,
             rp.c.root_provider_id,
-            rc.c.name.label("rc_name"),
+            inv.c.resource_class_id,
             clauses.capacity(inv).label("capacity"),
             used.label("used"),
         )
