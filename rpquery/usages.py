@@ -286,6 +286,21 @@ def _project_scope(with_user: bool, mode: str) -> sa.CTE:
     )
 
 
+def _named(per_class: Select[Any], counts: Select[Any]) -> Select[Any]:
+    """``(type_name, resource_class, used, consumer_count)`` rows: the per-class sums and
+    the per-type counts (both keyed by ids) in one ``UNION ALL``, then named."""
+    agg = sa.union_all(per_class, counts).subquery("agg")
+    t, rc = consumer_types, resource_classes
+    return sa.select(
+        t.c.name.label("type_name"),
+        rc.c.name.label("resource_class"),
+        agg.c.used,
+        agg.c.consumer_count,
+    ).select_from(
+        agg.outerjoin(t, t.c.id == agg.c.type_id).outerjoin(rc, rc.c.id == agg.c.resource_class_id)
+    )
+
+
 @functools.cache
 def _usages_shape(with_user: bool, mode: str) -> Select[Any]:
     """Aggregate on ids, then name the few result rows. Built once per shape and reused:
@@ -305,16 +320,7 @@ def _usages_shape(with_user: bool, mode: str) -> Select[Any]:
         # distinct integer keys: cheaper to sort or hash than uuid strings
         sa.func.count(sa.distinct(scoped.c.consumer_key)).label("consumer_count"),
     ).group_by(scoped.c.type_id)
-    agg = sa.union_all(per_class, counts).subquery("agg")
-    t, rc = consumer_types, resource_classes
-    return sa.select(
-        t.c.name.label("type_name"),
-        rc.c.name.label("resource_class"),
-        agg.c.used,
-        agg.c.consumer_count,
-    ).select_from(
-        agg.outerjoin(t, t.c.id == agg.c.type_id).outerjoin(rc, rc.c.id == agg.c.resource_class_id)
-    )
+    return _named(per_class, counts)
 
 
 @functools.cache
@@ -389,16 +395,7 @@ def _summary_usages_shape(with_user: bool, mode: str) -> Select[Any]:
         .where(*c_where)
         .group_by(*([] if mode == ALL else [cc.c.type_key]))
     )
-    agg = sa.union_all(per_class, counts).subquery("agg")
-    t, rc = consumer_types, resource_classes
-    return sa.select(
-        t.c.name.label("type_name"),
-        rc.c.name.label("resource_class"),
-        agg.c.used,
-        agg.c.consumer_count,
-    ).select_from(
-        agg.outerjoin(t, t.c.id == agg.c.type_id).outerjoin(rc, rc.c.id == agg.c.resource_class_id)
-    )
+    return _named(per_class, counts)
 
 
 @functools.cache
