@@ -102,9 +102,34 @@ def ensure_owner_ids(
         for kind, keys in missing.items():
             table, col = _OWNER_TABLES[kind]
             dialects.insert_ignore(conn, table, [{col: key} for key in sorted(keys)])
-        for kind, ids in _read_owner_ids(conn, missing).items():
+        for kind, ids in _read_created_owner_ids(conn, missing).items():
             found[kind].update(ids)
     return OwnerIds(found["projects"], found["users"], found["types"])
+
+
+def _read_created_owner_ids(
+    conn: Connection, missing: dict[str, set[str]]
+) -> dict[str, dict[str, int]]:
+    """Ids of owners just inserted, by this transaction or, concurrently, by another
+    (its row made ``insert_ignore`` skip ours). A *locking* read (``FOR SHARE`` / ``LOCK
+    IN SHARE MODE``), one statement per table: under MySQL/MariaDB's repeatable read a
+    plain read answers from the transaction's snapshot, which may predate the other
+    writer's commit, and the owner would be missing (found by eight racing writers
+    creating the same project)."""
+    found: dict[str, dict[str, int]] = {kind: {} for kind in _OWNER_TABLES}
+    for kind, keys in missing.items():
+        if not keys:
+            continue
+        table, col = _OWNER_TABLES[kind]
+        stmt = sa.select(table.c[col], table.c.id).where(table.c[col].in_(sorted(keys)))
+        for key, owner_id in conn.execute(stmt.with_for_update(read=True)):
+            found[kind][str(key)] = int(owner_id)
+        gone = sorted(keys - found[kind].keys())
+        if gone:  # inserted by a writer that then rolled back: a retry will create it
+            raise ConcurrentUpdate(
+                "rpquery.concurrent_update", f"{kind} changed concurrently: {', '.join(gone)}"
+            )
+    return found
 
 
 # ---------------------------------------------------------------- consumer rows

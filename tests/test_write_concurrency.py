@@ -140,3 +140,63 @@ def test_inventory_shrink_racing_allocations(server_db: Database, nearly_full: R
         }
         assert capacity == 16 and used > 12
     assert not any(o.startswith("unexpected") for o in outcomes), outcomes
+
+
+def test_trigger_kept_usage_tables_stay_exact_under_racing_writers(server_db: Database) -> None:
+    """Eight writers claim on two shared providers (one provider, the other, or both in
+    either order), replace and delete their consumers at once: the usage tables kept by
+    triggers (rpq0006 per project/user/type, rpq0007 per provider) still equal a
+    recomputation from ``allocations``, and every failure is a clean rpquery error."""
+    import random
+
+    from rpquery.provider_usage import verify_provider_usages
+    from rpquery.usage_summary import verify_usage_summary
+
+    with server_db.begin() as conn:
+        a = provider(conn, "race_a", inventory={"VCPU": 64, "MEMORY_MB": 65536})
+        b = provider(conn, "race_b", inventory={"VCPU": 64, "MEMORY_MB": 65536})
+
+    def worker(seed: int) -> Callable[[], None]:
+        def run() -> None:
+            rnd = random.Random(seed)
+            for _ in range(4):
+                uuid = new_uuid()
+                shape = rnd.choice([(a,), (b,), (a, b), (b, a)])
+                allocs = {rp.uuid: {"VCPU": 1, "MEMORY_MB": 256} for rp in shape}
+                ctype = rnd.choice(["INSTANCE", "MIGRATION"])
+                request = ConsumerAllocations(
+                    uuid, "proj-race", f"u{seed % 2}", ctype, None, allocs
+                )
+                alloc_api.replace_allocations(server_db, request)
+                if rnd.random() < 0.5:
+                    moved = {rnd.choice((a, b)).uuid: {"VCPU": 2}}
+                    alloc_api.replace_allocations(
+                        server_db,
+                        ConsumerAllocations(uuid, "proj-race", f"u{seed % 2}", ctype, 1, moved),
+                    )
+                    alloc_api.delete_allocations(server_db, uuid, consumer_generation=2)
+
+        return run
+
+    outcomes = race([worker(i) for i in range(THREADS)])
+    assert all(o == "ok" or o.startswith("ConcurrentUpdate:") for o in outcomes), outcomes
+    assert outcomes.count("ok") >= 1, outcomes
+    assert verify_provider_usages(server_db) == []
+    assert verify_usage_summary(server_db) == []
+
+
+def test_owner_created_by_another_writer_after_our_snapshot(server_db: Database) -> None:
+    """A project created and committed by another writer after this transaction's first
+    read: our insert is skipped (the row exists) and the re-read must still find it.
+    Under MariaDB's repeatable read a plain re-read answered from the old snapshot and
+    the write failed with a KeyError (the racing test above found it)."""
+    from rpquery.consumers import ensure_owner_ids
+    from rpquery.tables import projects
+
+    with server_db.begin() as mine:
+        mine.execute(sa.select(sa.func.count()).select_from(projects)).scalar()  # snapshot
+        with server_db.begin() as other:
+            created = ensure_owner_ids(other, projects=["proj-late"]).projects["proj-late"]
+        found = ensure_owner_ids(mine, projects=["proj-late"], users=["user-late"])
+        assert found.projects == {"proj-late": created}
+        assert set(found.users) == {"user-late"}
