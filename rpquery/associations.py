@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery import catalog, dialects, providers
 from rpquery.db import Database
-from rpquery.errors import NotFound
+from rpquery.errors import ConcurrentUpdate, NotFound
 from rpquery.models import check_uuid
 from rpquery.tables import (
     placement_aggregates,
@@ -78,14 +78,20 @@ def aggregate_ids(conn: Connection, agg_uuids: set[str]) -> dict[str, int]:
     if not agg_uuids:
         return {}
 
-    def read() -> dict[str, int]:
+    def read(locking: bool) -> dict[str, int]:
         stmt = sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(sorted(agg_uuids)))
+        if locking:  # see rpquery.consumers._read_created_owner_ids: MySQL's snapshot
+            stmt = stmt.with_for_update(read=True)  # may predate another writer's row
         return {agg_uuid: int(agg_id) for agg_uuid, agg_id in conn.execute(stmt)}
 
-    found = read()
+    found = read(False)
     if len(found) < len(agg_uuids):
         dialects.insert_ignore(conn, agg, [{"uuid": u} for u in sorted(agg_uuids - found.keys())])
-        found = read()
+        found = read(True)
+        if len(found) < len(agg_uuids):  # inserted by a writer that then rolled back
+            raise ConcurrentUpdate(
+                "rpquery.concurrent_update", "aggregates changed concurrently; retry"
+            )
     return found
 
 

@@ -200,3 +200,16 @@ def test_owner_created_by_another_writer_after_our_snapshot(server_db: Database)
         found = ensure_owner_ids(mine, projects=["proj-late"], users=["user-late"])
         assert found.projects == {"proj-late": created}
         assert set(found.users) == {"user-late"}
+
+
+def test_aggregate_created_by_another_writer_after_our_snapshot(server_db: Database) -> None:
+    """The same for aggregates: another writer adds an aggregate after our snapshot."""
+    from rpquery.associations import aggregate_ids
+    from rpquery.tables import placement_aggregates
+
+    agg = new_uuid()
+    with server_db.begin() as mine:
+        mine.execute(sa.select(sa.func.count()).select_from(placement_aggregates)).scalar()
+        with server_db.begin() as other:
+            created = aggregate_ids(other, {agg})[agg]
+        assert aggregate_ids(mine, {agg}) == {agg: created}
