@@ -404,6 +404,9 @@ def test_backfill_summarises_data_written_before_the_upgrade(
             stored = conn.execute(sa.select(sa.func.count()).select_from(usage_totals)).scalar()
         assert stored == 6  # 3 consumers x 2 classes; the orphan allocation counts nowhere
         assert verify_usage_summary(db) == []
+        # rpq0007's backfill too: usage per provider, the orphan allocation included
+        assert verify_provider_usages(db) == []
+        assert vcpu_used(db, cn1.uuid) == 1 + 2 + 3 + 50
         assert usages.project_usages(db, "proj-a") == expected
         assert usages.render_project_usages(expected) == {
             "usages": {
