@@ -241,9 +241,10 @@ def shape_summaries(
     are shared between rows (both are immutable).
 
     >>> first = shape_summaries([(1, "u1", "cn1", None, 1, 0, 8.0, 2), (2, "u2", "n0", 1,
-    ...     1, None, None, None)], [(1, "B"), (1, "A")], {0: "VCPU"})[0]
-    >>> first[5], sorted(first[6])
-    ({'VCPU': ResourceSummary(capacity=8, used=2)}, ['A', 'B'])
+    ...     1, None, None, None), (1, "u1", "cn1", None, 1, 1, 512.0, 0)],
+    ...     [(1, "B"), (1, "A")], {0: "VCPU", 1: "MEMORY_MB"})[0]
+    >>> sorted(first[5]), first[5]["MEMORY_MB"], sorted(first[6])
+    (['MEMORY_MB', 'VCPU'], ResourceSummary(capacity=512, used=0), ['A', 'B'])
     """
     names_of: dict[int, list[str]] = defaultdict(list)
     for rp, name in trait_rows:
@@ -256,12 +257,18 @@ def shape_summaries(
     empty: frozenset[str] = frozenset()
     rows: list[SummaryRow] = []
     amounts: dict[tuple[int, int], ResourceSummary] = {}
+    by_rp: dict[int, dict[str, ResourceSummary]] = {}
     last = None
     resources: dict[str, ResourceSummary] = {}
     for rp, uuid, name, parent, root, rc, capacity, used in inventory_rows:
-        if rp != last:
-            last, resources = rp, {}
-            rows.append((rp, uuid, name, parent, root, resources, traits.get(rp, empty)))
+        if rp != last:  # rows of a provider usually come together, but need not
+            last = rp
+            found_resources = by_rp.get(rp)
+            if found_resources is None:
+                resources = by_rp[rp] = {}
+                rows.append((rp, uuid, name, parent, root, resources, traits.get(rp, empty)))
+            else:
+                resources = found_resources
         if rc is not None:
             # capacity is a float on every driver, SUM a Decimal on MySQL: int() both
             pair = (int(capacity), int(used))
@@ -269,6 +276,7 @@ def shape_summaries(
             if summary is None:
                 summary = amounts[pair] = ResourceSummary(*pair)
             resources[rc_names[rc]] = summary
+    rows.sort(key=itemgetter(0))  # provider id order (the statement has no ORDER BY)
     return rows
 
 
