@@ -3,9 +3,9 @@
 The statements are captured with a :class:`~rpquery.db.Database` tracer while the
 scenario runs once, then re-sent with :func:`rpquery.dialects.explain_prefix`
 (PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``, MariaDB ``ANALYZE FORMAT=JSON``, SQLite
-``EXPLAIN QUERY PLAN``). A full scan of ``allocations``, ``inventories`` or
-``resource_provider_traits`` is flagged, naming the index that would serve the
-statement's predicates (from :mod:`rpquery.tables`).
+``EXPLAIN QUERY PLAN``). A full scan of ``allocations``, ``inventories``,
+``resource_provider_traits`` or ``rpq_provider_usages`` is flagged, naming the index
+that would serve the statement's predicates (from :mod:`rpquery.tables`).
 
 >>> aliases("SELECT 1 FROM allocations AS a JOIN inventories ON x = y")
 {'allocations': 'allocations', 'a': 'allocations', 'inventories': 'inventories'}
@@ -27,7 +27,7 @@ from rpquery import dialects
 from rpquery.db import Database
 from rpquery.tables import metadata
 
-WATCHED = ("allocations", "inventories", "resource_provider_traits")
+WATCHED = ("allocations", "inventories", "resource_provider_traits", "rpq_provider_usages")
 _KEYWORDS = {
     "where",
     "join",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import explain
 from benchmarks.config import RunConfig
 
 Key = tuple[str, int, str]
@@ -306,7 +307,7 @@ def _latency_tables(results: list[dict[str, Any]]) -> list[str]:
 
 def _explain_section(results: list[dict[str, Any]]) -> list[str]:
     md = [
-        "## EXPLAIN: full scans of allocations, inventories, resource_provider_traits",
+        "## EXPLAIN: full scans of " + ", ".join(explain.WATCHED),
         "",
         "Checked on the largest cloud of each backend. PostgreSQL plans come from "
         "`EXPLAIN (ANALYZE, BUFFERS)`, MariaDB from `ANALYZE FORMAT=JSON`, SQLite from "
