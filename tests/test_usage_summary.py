@@ -45,8 +45,10 @@ FILTERS = (None, "all", "unknown", "INSTANCE", "MIGRATION")
 
 
 def assert_exact(db: Database, projects: tuple[str, ...] = ("proj-a", "proj-b")) -> None:
-    """Summary equals the recomputation, and every answer equals the scan's."""
+    """Summary equals the recomputation, and every answer equals the scan's; the usage
+    per provider (rpq0007, kept by its own triggers) equals its recomputation too."""
     assert verify_usage_summary(db) == []
+    assert verify_provider_usages(db) == []
     for project in projects:
         for ctype in FILTERS:
             assert usages.project_usages(db, project, consumer_type=ctype) == (
