@@ -460,15 +460,22 @@ def test_summary_statement_groups_only_selected_columns(dialect: sa.Dialect) -> 
 # ---------------------------------------------------------------- privileges
 
 
+@pytest.mark.parametrize(
+    ("start", "new_tables"),
+    [
+        ("rpq0005", {"rpq_usage_totals", "rpq_consumer_counts"}),  # rpq0006's triggers
+        ("rpq0006", {"rpq_provider_usages"}),  # rpq0007's triggers
+    ],
+)
 @pytest.mark.parametrize("backend", ["postgresql", "mysql"])
 def test_missing_trigger_privilege_is_a_clear_schema_error(
-    backend: str, database_url: Any
+    backend: str, database_url: Any, start: str, new_tables: set[str]
 ) -> None:
     url = sa.make_url(database_url(backend))
     admin = Database(url)
     user = f"rpq_h4_{new_uuid()[:8]}"
     try:
-        migrations.upgrade(admin, "rpq0005", sync=False)
+        migrations.upgrade(admin, start, sync=False)
         with admin.begin() as conn:
             if backend == "postgresql":
                 conn.exec_driver_sql(f"CREATE ROLE {user} LOGIN")
@@ -487,12 +494,13 @@ def test_missing_trigger_privilege_is_a_clear_schema_error(
             limited.dispose()
         assert info.value.code == "rpquery.schema.trigger_privilege"
         assert "TRIGGER" in info.value.detail
-        assert migrations.status(admin).revision == "rpq0005"
-        assert not {"rpq_usage_totals", "rpq_consumer_counts"} & set(
+        assert migrations.status(admin).revision == start
+        assert not new_tables & set(
             sa.inspect(admin.engine).get_table_names()
         )  # nothing half-made, even where DDL is not transactional
         migrations.upgrade(admin, sync=False)  # whoever may create triggers finishes it
         assert verify_usage_summary(admin) == []
+        assert verify_provider_usages(admin) == []
     finally:
         with admin.begin() as conn:
             if backend == "postgresql":
