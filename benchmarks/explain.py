@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,22 +65,6 @@ class Plan:
     sql: str
     text: str
     flags: tuple[ScanFlag, ...]
-
-
-def capture(db: Database, run: Callable[[], int]) -> tuple[int, list[tuple[str, Any]]]:
-    """Run once; return its result and the ``(sql, params)`` of every SELECT it sent."""
-    seen: list[tuple[str, Any]] = []
-
-    def tracer(sql: str, params: Any) -> None:
-        if sql.lstrip().upper().startswith(("SELECT", "WITH")):
-            seen.append((sql, params))
-
-    db.add_tracer(tracer)
-    try:
-        result = run()
-    finally:
-        db.remove_tracer(tracer)
-    return result, seen
 
 
 def explain_all(db: Database, statements: list[tuple[str, Any]]) -> list[Plan]:

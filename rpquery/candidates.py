@@ -46,7 +46,7 @@ from rpquery.candidates_results import (
     paused_gc,
 )
 from rpquery.candidates_search import RawCandidate, plan_slots, search_anchor
-from rpquery.db import Database
+from rpquery.db import Database, reading
 from rpquery.policies.base import HostPolicy
 from rpquery.request import CandidatesRequest, Params, as_candidates_request
 
@@ -59,11 +59,8 @@ def allocation_candidates(
 ) -> AllocationCandidates:
     """Allocation candidates for ``request`` (typed, query string or multi-dict)."""
     req = as_candidates_request(request)
-    with paused_gc():  # ~10^5 acyclic rows and tuples at whole-cloud scale
-        if isinstance(db, Connection):
-            return _run(db, req, policies)
-        with db.connect() as conn:
-            return _run(conn, req, policies)
+    with paused_gc(), reading(db) as conn:  # gc: ~10^5 acyclic rows at whole-cloud scale
+        return _run(conn, req, policies)
 
 
 def _run(
@@ -173,11 +170,8 @@ def candidate_statements(
     and EXPLAIN what a request really sends, with its values, trace a run instead
     (``db.add_tracer``), as ``rpquery explain`` and ``make bench`` do."""
     req = as_candidates_request(request)
-    if isinstance(db_or_conn, Connection):
-        names = fetch_names(db_or_conn, req)
-    else:
-        with db_or_conn.connect() as conn:
-            names = fetch_names(conn, req)
+    with reading(db_or_conn) as conn:
+        names = fetch_names(conn, req)
     return statements_for(req, names)
 
 

@@ -17,13 +17,15 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from rpquery import dialects
 from rpquery.errors import ConcurrentUpdate, Conflict, DatabaseError, RpqueryError
+
+T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///rpquery.db"
 
@@ -110,6 +112,24 @@ class Database:
 
     # ------------------------------------------------------------ tracing
 
+    def capture_selects(self, run: Callable[[], T]) -> tuple[T, list[tuple[str, Any]]]:
+        """Run ``run()`` once; return its result and the ``(sql, params)`` of every
+        query it sent (``SELECT``/``WITH``), as the driver received them: the exact
+        statements, on this backend, with their values (``rpquery explain``, ``make
+        bench``'s EXPLAIN check)."""
+        seen: list[tuple[str, Any]] = []
+
+        def tracer(sql: str, params: Any) -> None:
+            if sql.lstrip().upper().startswith(("SELECT", "WITH")):
+                seen.append((sql, params))
+
+        self.add_tracer(tracer)
+        try:
+            result = run()
+        finally:
+            self.remove_tracer(tracer)
+        return result, seen
+
     def add_tracer(self, tracer: Tracer) -> None:
         with self._lock:
             self._tracers.append(tracer)
@@ -144,6 +164,17 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+@contextmanager
+def reading(db_or_conn: Database | Connection) -> Iterator[Connection]:
+    """The caller's connection as it is, or a read connection of the database (for
+    functions that take either)."""
+    if isinstance(db_or_conn, Connection):
+        yield db_or_conn
+    else:
+        with db_or_conn.connect() as conn:
+            yield conn
 
 
 def _make_engine(url: URL, **engine_kw: Any) -> Engine:

@@ -24,7 +24,7 @@ from sqlalchemy.sql import Executable, Select
 
 from rpquery import clauses, dialects
 from rpquery.candidates_sql import Names, names_stmt, provider_filters
-from rpquery.db import Database
+from rpquery.db import Database, reading
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.request import Params, ProvidersRequest, as_providers_request
@@ -130,9 +130,7 @@ def list_providers(
     """Providers matching ``request``; policies filter (``where``, ``keep``) and order
     (``weigh``) by the provider's root."""
     req = as_providers_request(request)
-    if isinstance(db, Connection):
-        return _run(db, req, policies)
-    with db.connect() as conn:
+    with reading(db) as conn:
         return _run(conn, req, policies)
 
 
@@ -164,7 +162,5 @@ def provider_statements(
 ) -> list[Executable]:
     """The statement ``list_providers`` runs, for ``explain`` and benchmarks."""
     req = as_providers_request(request)
-    if isinstance(db_or_conn, Connection):
-        return [providers_stmt(req, _names(db_or_conn, req))]
-    with db_or_conn.connect() as conn:
+    with reading(db_or_conn) as conn:
         return [providers_stmt(req, _names(conn, req))]

@@ -287,24 +287,6 @@ class ExplainedStatement:
         return {"sql": self.sql, "params": params, "plan": plan, "plan_error": self.plan_error}
 
 
-def capture_statements(db: Database, run: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """Run ``run()`` once and return the ``(sql, params)`` of every query it sent, as
-    the driver received them: the exact statements, on this backend, with their values.
-    """
-    seen: list[tuple[str, Any]] = []
-
-    def tracer(sql: str, params: Any) -> None:
-        if sql.lstrip().upper().startswith(("SELECT", "WITH")):
-            seen.append((sql, params))
-
-    db.add_tracer(tracer)
-    try:
-        run()
-    finally:
-        db.remove_tracer(tracer)
-    return seen
-
-
 def explain_statement(db: Database, sql: str, params: Any, *, analyze: bool) -> ExplainedStatement:
     """The backend's plan for one captured statement."""
     prefix = explain_prefix(db.dialect_name, analyze=analyze)
@@ -359,7 +341,7 @@ def explain(
         request = parse_candidates(params)
         policies = build_policies(db, extra_specs, nova_compat, server_group)
         run = lambda: allocation_candidates(db, request, policies=policies)  # noqa: E731
-    sent = capture_statements(db, run)
+    _, sent = db.capture_selects(run)
     out = [
         explain_statement(db, sql, values, analyze=analyze)
         if plan
