@@ -124,24 +124,24 @@ def aliases(sql: str) -> dict[str, str]:
     return found
 
 
-def sqlite_scans(text: str, names: dict[str, str]) -> list[tuple[str, str]]:
-    """``SCAN x`` lines (``SEARCH`` uses an index) of watched tables."""
+def _line_scans(text: str, names: dict[str, str], pattern: str) -> list[tuple[str, str]]:
+    """Plan lines matching ``pattern`` (group 1: the table or alias) on watched tables."""
     out = []
     for line in text.splitlines():
-        m = re.match(r"\s*SCAN (\w+)", line)
+        m = re.search(pattern, line)
         if m and m.group(1) in names:
             out.append((names[m.group(1)], line.strip()))
     return out
+
+
+def sqlite_scans(text: str, names: dict[str, str]) -> list[tuple[str, str]]:
+    """``SCAN x`` lines (``SEARCH`` uses an index) of watched tables."""
+    return _line_scans(text, names, r"^\s*SCAN (\w+)")
 
 
 def postgresql_scans(text: str, names: dict[str, str]) -> list[tuple[str, str]]:
     """``Seq Scan on x`` nodes of watched tables."""
-    out = []
-    for line in text.splitlines():
-        m = re.search(r"Seq Scan on (\w+)", line)
-        if m and m.group(1) in names:
-            out.append((names[m.group(1)], line.strip()))
-    return out
+    return _line_scans(text, names, r"Seq Scan on (\w+)")
 
 
 def mariadb_scans(text: str, names: dict[str, str]) -> list[tuple[str, str]]:
@@ -189,7 +189,10 @@ def suggest_index(table: str, sql: str) -> str:
             if col not in used:
                 break
             prefix += 1
-        if prefix > best_len:
+        # ties: the narrowest index (index sets are unordered: no hash-seed luck)
+        if prefix > best_len or (
+            prefix and prefix == best_len and best is not None and len(cols) < len(best[1])
+        ):
             best, best_len = (name, cols), prefix
     if best is None:
         cols = sorted(used - {"id", "created_at", "updated_at"}) or ["?"]
@@ -205,4 +208,4 @@ def _indexes(table: str) -> list[tuple[str, list[str]]]:
     for cons in t.constraints:
         if isinstance(cons, PrimaryKeyConstraint | UniqueConstraint) and cons.name:
             out.append((str(cons.name), [c.name for c in cons.columns]))
-    return out
+    return sorted(out)
