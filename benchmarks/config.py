@@ -11,6 +11,7 @@ benchmark never touches anybody else's data.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import tempfile
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -101,6 +103,26 @@ def answers(url: str | sa.URL) -> bool:
         return False
     finally:
         engine.dispose()
+
+
+def standalone_setup(
+    description: str, argv: list[str] | None, **extra: tuple[type, Any]
+) -> tuple[argparse.Namespace, dict[str, str]]:
+    """Arguments and backend URLs of a standalone overhead benchmark
+    (``python -m benchmarks.scenarios_<feature>``): ``--hosts``, ``--backends``,
+    ``--rounds`` plus ``extra`` options (``name=(type, default)``); backends that do not
+    answer are reported and left out."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--hosts", type=int, default=5000)
+    for name, (kind, default) in extra.items():
+        parser.add_argument(f"--{name}", type=kind, default=default)
+    parser.add_argument("--backends", default="sqlite,postgresql,mysql")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    urls, missing = available_backends(tuple(args.backends.split(",")))
+    for backend, reason in missing.items():
+        print(f"{backend}: skipped ({reason})")
+    return args, urls
 
 
 def available_backends(wanted: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:

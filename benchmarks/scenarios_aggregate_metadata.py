@@ -16,7 +16,6 @@ metadata; the target is at most 20 % over the plain query.
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
@@ -137,18 +136,11 @@ def measure(ctx: Context, rounds: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks.config import available_backends, scratch_database
+    from benchmarks.config import scratch_database, standalone_setup
     from rpquery.generator import CloudSpec, load_cloud
 
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=5000)
-    parser.add_argument("--aggregates", type=int, default=AGGREGATES)
-    parser.add_argument("--backends", default="sqlite,postgresql,mysql")
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args(argv)
-    urls, missing = available_backends(tuple(args.backends.split(",")))
-    for backend, reason in missing.items():
-        print(f"{backend}: skipped ({reason})")
+    description = (__doc__ or "").splitlines()[0]
+    args, urls = standalone_setup(description, argv, aggregates=(int, AGGREGATES))
     per_aggregate = math.ceil(args.hosts / args.aggregates)
     spec = CloudSpec(hosts=args.hosts, seed=42, hosts_per_aggregate=per_aggregate)
     for backend, url in urls.items():

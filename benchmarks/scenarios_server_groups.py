@@ -14,7 +14,6 @@ in-memory sort; it must not cost more than 25 % over the plain query.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from typing import Any
@@ -101,18 +100,11 @@ def measure(ctx: Context, rounds: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from benchmarks.config import available_backends, scratch_database
+    from benchmarks.config import scratch_database, standalone_setup
     from rpquery.generator import CloudSpec, load_cloud
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=5000)
-    parser.add_argument("--members", type=int, default=MEMBERS)
-    parser.add_argument("--backends", default="sqlite,postgresql,mysql")
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args(argv)
-    urls, missing = available_backends(tuple(args.backends.split(",")))
-    for backend, reason in missing.items():
-        print(f"{backend}: skipped ({reason})")
+    description = (__doc__ or "").splitlines()[0]
+    args, urls = standalone_setup(description, argv, members=(int, MEMBERS))
     for backend, url in urls.items():
         with scratch_database(backend, url) as db:
             cloud = load_cloud(db, CloudSpec(hosts=args.hosts, seed=42))
