@@ -306,6 +306,23 @@ def read_session_setup(conn: Connection) -> None:
         conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
 
 
+def one_snapshot(conn: Connection) -> None:
+    """Make this read transaction see one snapshot for all its statements (checks that
+    compare two tables). PostgreSQL: ``REPEATABLE READ`` (it must be the transaction's
+    first statement); MariaDB's default already is; SQLite reads see one snapshot."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def block_writers(conn: Connection, tables: Sequence[str]) -> None:
+    """Hold off writers of ``tables`` until this transaction ends, readers not
+    (rebuilding a summary of them). PostgreSQL: ``LOCK TABLE ... IN SHARE MODE``;
+    MariaDB's ``INSERT ... SELECT`` share-locks the rows it reads; SQLite writers queue
+    behind this write transaction anyway."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
+
+
 class per_row_test(ColumnElement[bool]):  # noqa: N801 - reads like a SQL function
     """A correlated ``EXISTS`` that should stay a per-row filter.
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from rpquery import dialects
 from rpquery.db import Database
 from rpquery.dialects import to_int
 from rpquery.tables import allocations, provider_usages
@@ -56,8 +57,7 @@ def verify_provider_usages(db: Database) -> list[UsageDrift]:
     show up as drift there."""
     pu = provider_usages
     with db.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        dialects.one_snapshot(conn)
         stored = {
             (to_int(rp), to_int(rc)): to_int(used)
             for rp, rc, used in conn.execute(
@@ -82,8 +82,7 @@ def rebuild_provider_usages(db: Database) -> int:
     ``INSERT ... SELECT`` share-locks the rows it reads; SQLite writers queue anyway."""
     pu = provider_usages
     with db.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("LOCK TABLE allocations IN SHARE MODE")
+        dialects.block_writers(conn, ["allocations"])
         conn.execute(pu.delete())
         conn.execute(
             pu.insert().from_select(

@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from rpquery import dialects
 from rpquery.db import Database
 from rpquery.dialects import to_int
 from rpquery.tables import allocations, consumer_counts, consumers, usage_totals
@@ -121,8 +122,7 @@ def verify_usage_summary(db: Database) -> list[SummaryDifference]:
     MariaDB (repeatable read), so concurrent writers do not produce false
     differences there."""
     with db.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        dialects.one_snapshot(conn)
         totals = _compare(
             TOTALS,
             _by_key(conn.execute(_stored_totals()), 4),
@@ -146,8 +146,7 @@ def rebuild_usage_summary(db: Database) -> None:
 
 
 def _rebuild(conn: Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("LOCK TABLE allocations, consumers IN SHARE MODE")
+    dialects.block_writers(conn, ["allocations", "consumers"])
     conn.execute(usage_totals.delete())
     conn.execute(consumer_counts.delete())
     t, c = usage_totals, consumer_counts
