@@ -1,5 +1,7 @@
 """rpquery: Placement-compatible placement queries on SQLAlchemy Core."""
 
+import logging
+
 from rpquery.db import Database
 from rpquery.errors import (
     CapacityExceeded,
@@ -26,3 +28,7 @@ __all__ = [
     "SchemaError",
 ]
 __version__ = "0.1.0"
+
+# Library logging (retries and give-ups, rpquery.retry) is silent unless the
+# application configures the ``rpquery`` logger or the root logger.
+logging.getLogger("rpquery").addHandler(logging.NullHandler())

@@ -26,9 +26,9 @@ One attempt of a write (:func:`write_consumer_allocations`) runs, in one transac
 6. delete the consumers' old allocations, insert the new ones.
 
 :func:`replace_allocations` / :func:`replace_many` / :func:`delete_allocations` wrap that
-in :func:`run_with_retry`: up to :data:`MAX_ATTEMPTS` attempts, retried only on provider
-generation conflicts and deadlocks/serialization failures, never on a consumer
-generation conflict.
+in :func:`run_with_retry`: up to :data:`MAX_ATTEMPTS` attempts with jittered exponential
+backoff (:mod:`rpquery.retry`), retried only on provider generation conflicts and
+deadlocks/serialization failures, never on a consumer generation conflict.
 
 The reshaper (one outer transaction for inventories *and* allocations) calls
 :func:`write_consumer_allocations` with its own connection, and may wrap its whole
@@ -38,8 +38,6 @@ transaction in :func:`run_with_retry`.
 from __future__ import annotations
 
 import dataclasses
-import random
-import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +58,7 @@ from rpquery.models import (
     check_int,
     check_uuid,
 )
+from rpquery.retry import ALLOCATION_WRITES, retrying
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
 
 __all__ = [
@@ -84,7 +83,7 @@ __all__ = [
 ]
 
 #: Attempts of one allocation write before a provider conflict is given to the caller.
-MAX_ATTEMPTS = 10
+MAX_ATTEMPTS = ALLOCATION_WRITES.attempts
 
 PROVIDER_GENERATION_CONFLICT = "rpquery.provider.generation_conflict"
 
@@ -486,19 +485,28 @@ def write_consumer_allocations(
 def run_with_retry(
     db: Database, work: Callable[[Connection], T], *, attempts: int = MAX_ATTEMPTS
 ) -> T:
-    """Run ``work(conn)`` in a fresh transaction, again (up to ``attempts`` times in all)
-    when it fails with a provider generation conflict or a deadlock/serialization
-    failure. Any other error, consumer generation conflicts included, goes straight to
-    the caller; so does the last conflict when attempts run out."""
-    for attempt in range(1, attempts + 1):
-        try:
-            with db.begin() as conn:
-                return work(conn)
-        except ConcurrentUpdate as error:
-            if error.code not in RETRYABLE_CODES or attempt == attempts:
-                raise
-            time.sleep(random.uniform(0, 0.005 * attempt))  # noqa: S311 - jitter, not crypto
-    raise AssertionError("unreachable")  # pragma: no cover
+    """Run ``work(conn)`` in a fresh transaction, again (up to ``attempts`` times in all,
+    with the jittered backoff of :data:`rpquery.retry.ALLOCATION_WRITES`) when it fails
+    with a provider generation conflict or a deadlock/serialization failure. Any other
+    error, consumer generation conflicts included, goes straight to the caller; so does
+    the last conflict when attempts run out. Each retry and give-up is logged as a
+    warning on ``rpquery.write``."""
+
+    def once() -> T:
+        with db.begin() as conn:
+            return work(conn)
+
+    return retrying(
+        once,
+        dataclasses.replace(ALLOCATION_WRITES, attempts=attempts),
+        retry_if=_retryable,
+        logger="rpquery.write",
+        what="allocation write",
+    )
+
+
+def _retryable(error: Exception) -> bool:
+    return isinstance(error, ConcurrentUpdate) and error.code in RETRYABLE_CODES
 
 
 def replace_many(db: Database, requests: Sequence[ConsumerAllocations]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import os_resource_classes as orc
@@ -24,6 +25,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery import dialects
 from rpquery.errors import Conflict, InUse, InvalidRequest, NotFound
+from rpquery.retry import LOCKED_WRITES, retrying
 from rpquery.tables import (
     CUSTOM_RC_MIN_ID,
     allocations,
@@ -170,25 +172,35 @@ def create_resource_class(db: Database, name: str) -> int:
     """
     _check_custom(name, "resource_class")
     rc = resource_classes
-    for _ in range(_ID_ATTEMPTS):
-        try:
-            with db.begin() as conn:
-                if resource_class_ids(conn, [name]):
-                    raise Conflict(
-                        "rpquery.resource_class.exists", f"{name} already exists", token=name
-                    )
-                top = conn.execute(
-                    sa.select(sa.func.max(rc.c.id)).where(rc.c.id >= CUSTOM_RC_MIN_ID)
-                ).scalar()
-                new_id = max(int(top or 0) + 1, CUSTOM_RC_MIN_ID)
-                try:
-                    conn.execute(rc.insert().values(id=new_id, name=name))
-                except sa.exc.IntegrityError as error:
-                    raise _IdTaken from error
-                return new_id
-        except _IdTaken:
-            continue
-    raise Conflict("rpquery.resource_class.exists", f"could not create {name}", token=name)
+
+    def once() -> int:
+        with db.begin() as conn:
+            if resource_class_ids(conn, [name]):
+                raise Conflict(
+                    "rpquery.resource_class.exists", f"{name} already exists", token=name
+                )
+            top = conn.execute(
+                sa.select(sa.func.max(rc.c.id)).where(rc.c.id >= CUSTOM_RC_MIN_ID)
+            ).scalar()
+            new_id = max(int(top or 0) + 1, CUSTOM_RC_MIN_ID)
+            try:
+                conn.execute(rc.insert().values(id=new_id, name=name))
+            except sa.exc.IntegrityError as error:
+                raise _IdTaken(f"custom resource class id {new_id} was taken") from error
+            return new_id
+
+    try:
+        return retrying(
+            once,
+            replace(LOCKED_WRITES, attempts=_ID_ATTEMPTS),
+            retry_if=lambda e: isinstance(e, _IdTaken),
+            logger="rpquery.catalog",
+            what=f"create resource class {name}",
+        )
+    except _IdTaken:
+        raise Conflict(
+            "rpquery.resource_class.exists", f"could not create {name}", token=name
+        ) from None
 
 
 def delete_resource_class(db: Database, name: str) -> None:

@@ -12,10 +12,10 @@ take the best candidate, and claim it. A claim is one transaction:
 
 Each pick therefore counts the previous picks (they are members with allocations). A
 concurrent scheduler of the same group makes step 1 fail; a concurrent claim of the same
-room makes step 2 fail: either way the pick is made again on fresh data, up to
-:data:`MAX_PICKS` times. If an instance cannot be placed, the instances already placed
-by the call are released again and the error goes to the caller (nova's all-or-nothing
-multi-create).
+room makes step 2 fail: either way the pick is made again on fresh data, after a jittered
+backoff, up to :data:`MAX_PICKS` times (:data:`rpquery.retry.SCHEDULER_PICKS`). If an
+instance cannot be placed, the instances already placed by the call are released again
+and the error goes to the caller (nova's all-or-nothing multi-create).
 
 :func:`move` handles a member: ``migrate`` and ``evacuate`` exclude its current host and
 do not count its own allocations; ``rebuild`` keeps it where it is.
@@ -28,7 +28,6 @@ do not count its own allocations; ``rebuild`` keeps it where it is.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,10 +47,11 @@ from rpquery.policies import weighers as w
 from rpquery.policies.base import HostPolicy
 from rpquery.policies.group_hosts import not_sharing
 from rpquery.request import CandidatesRequest, Params, as_candidates_request
+from rpquery.retry import ALLOCATION_WRITES, SCHEDULER_PICKS, retrying
 from rpquery.tables import consumers, resource_providers, server_group_members
 
 #: Picks per instance before a run of conflicts is given to the caller.
-MAX_PICKS = 8
+MAX_PICKS = SCHEDULER_PICKS.attempts
 #: Most instances one call schedules.
 MAX_COUNT = 1000
 NO_VALID_HOST = "rpquery.schedule.no_valid_host"
@@ -155,12 +155,16 @@ def _claim(
 
 
 def _retryable(error: Exception) -> bool:
+    """A pick made on data that changed before its claim: pick again."""
     if isinstance(error, CapacityExceeded):
         return True
-    return isinstance(error, ConcurrentUpdate) and error.code in (
-        sg.GENERATION_CONFLICT,
-        alloc.PROVIDER_GENERATION_CONFLICT,
-    )
+    return isinstance(error, ConcurrentUpdate) and error.code in _CONFLICTS
+
+
+#: Conflicts that mean "someone else changed the group or a provider first".
+_CONFLICTS = frozenset(
+    {sg.GENERATION_CONFLICT, alloc.PROVIDER_GENERATION_CONFLICT, "rpquery.concurrent_update"}
+)
 
 
 def _place_one(
@@ -172,20 +176,23 @@ def _place_one(
     owner: _Owner,
     extra: Sequence[HostPolicy],
 ) -> Scheduled:
-    """Pick and claim, again on a conflict, up to :data:`MAX_PICKS` times."""
-    for attempt in range(1, MAX_PICKS + 1):
+    """Pick and claim; pick again on fresh data after a conflict, with the jittered
+    backoff of :data:`rpquery.retry.SCHEDULER_PICKS` (``MAX_PICKS`` picks in all)."""
+
+    def attempt() -> Scheduled:
         policy = make_policy(sg.get_group(db, group_uuid))
         picked = _pick(db, request, policy, extra)
-        try:
-            claim = functools.partial(_claim, group=policy.group, instance_uuid=instance_uuid,
-                                      owner=owner, picked=picked)  # fmt: skip
-            host = alloc.run_with_retry(db, claim)
-        except (CapacityExceeded, ConcurrentUpdate) as error:
-            if not _retryable(error) or attempt == MAX_PICKS:
-                raise
-            continue
+        with db.begin() as conn:
+            host = _claim(conn, policy.group, instance_uuid, owner, picked)
         return Scheduled(instance_uuid, host, picked)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    return retrying(
+        attempt,
+        SCHEDULER_PICKS,
+        retry_if=_retryable,
+        logger="rpquery.schedule",
+        what=f"schedule {instance_uuid}",
+    )
 
 
 # ---------------------------------------------------------------- schedule
@@ -279,7 +286,17 @@ def _release(db: Database, group_uuid: str, owner: _Owner, instance_uuids: Seque
         )
         sg.bump_generation(conn, group)
 
-    alloc.run_with_retry(db, work)
+    def once() -> None:
+        with db.begin() as conn:
+            work(conn)
+
+    retrying(
+        once,
+        ALLOCATION_WRITES,
+        retry_if=lambda e: isinstance(e, ConcurrentUpdate) and e.code in _CONFLICTS,
+        logger="rpquery.schedule",
+        what=f"release of {len(instance_uuids)} instance(s) of group {group_uuid}",
+    )
 
 
 # ---------------------------------------------------------------- moves

@@ -18,7 +18,7 @@ providers are not hosts). Member counts per host come from one grouped statement
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,6 +34,7 @@ from rpquery.policies.group_hosts import SHARING_TRAIT as SHARING_TRAIT  # re-ex
 from rpquery.policies.group_hosts import member_counts as member_counts
 from rpquery.policies.group_hosts import member_counts_stmt as member_counts_stmt
 from rpquery.policies.group_hosts import member_hosts_stmt as member_hosts_stmt
+from rpquery.retry import LOCKED_WRITES, retrying
 from rpquery.tables import (
     resource_providers,
     server_group_members,
@@ -59,6 +60,7 @@ POLICY_RULES: dict[str, frozenset[str]] = {
 }
 #: Code of the conflict raised when a group changed since it was read. Not retried by
 #: the allocation write path: a scheduler must pick again with fresh member counts.
+#: :func:`add_members` / :func:`remove_members` (no generation from the caller) retry it.
 GENERATION_CONFLICT = "rpquery.server_group.generation_conflict"
 
 
@@ -364,25 +366,50 @@ def add_members_conn(
 
 
 def add_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) -> ServerGroup:
-    """Add instances to a group (idempotent for existing members)."""
+    """Add instances to a group (idempotent for existing members). The caller gives no
+    generation, so a concurrent change of the group is retried (:func:`_unguarded`)."""
     uuids = [check_uuid(u, "instance uuid") for u in instance_uuids]
-    with db.begin() as conn:
-        return add_members_conn(conn, load_group(conn, group_uuid), uuids)
+
+    def once() -> ServerGroup:
+        with db.begin() as conn:
+            return add_members_conn(conn, load_group(conn, group_uuid), uuids)
+
+    return _unguarded(once, f"add members to server group {group_uuid}")
 
 
 def remove_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) -> ServerGroup:
-    """Remove instances from a group; instances that are not members are ignored."""
+    """Remove instances from a group; instances that are not members are ignored. The
+    caller gives no generation, so a concurrent change of the group is retried."""
     uuids = sorted({check_uuid(u, "instance uuid") for u in instance_uuids})
-    with db.begin() as conn:
-        group = bump_generation(conn, load_group(conn, group_uuid))
-        if uuids:
-            conn.execute(
-                server_group_members.delete().where(
-                    server_group_members.c.group_id == group.id,
-                    server_group_members.c.instance_uuid.in_(uuids),
+
+    def once() -> ServerGroup:
+        with db.begin() as conn:
+            group = bump_generation(conn, load_group(conn, group_uuid))
+            if uuids:
+                conn.execute(
+                    server_group_members.delete().where(
+                        server_group_members.c.group_id == group.id,
+                        server_group_members.c.instance_uuid.in_(uuids),
+                    )
                 )
-            )
-        return group
+            return group
+
+    return _unguarded(once, f"remove members from server group {group_uuid}")
+
+
+def _unguarded(work: Callable[[], ServerGroup], what: str) -> ServerGroup:
+    """Run a membership change the caller gave no generation for: the generation it
+    read in its own transaction went stale (another writer committed in between), or
+    the server broke a deadlock — read again and retry, with the jittered backoff of
+    :data:`rpquery.retry.LOCKED_WRITES`, logged on ``rpquery.server_group``."""
+    return retrying(
+        work,
+        LOCKED_WRITES,
+        retry_if=lambda e: isinstance(e, ConcurrentUpdate)
+        and e.code in (GENERATION_CONFLICT, "rpquery.concurrent_update"),
+        logger="rpquery.server_group",
+        what=what,
+    )
 
 
 def show_group(db: Database, group_uuid: str) -> ServerGroupDetail:

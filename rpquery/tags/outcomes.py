@@ -30,12 +30,9 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
-from rpquery.errors import ConcurrentUpdate
 from rpquery.tags import rows
 from rpquery.tags.backend import JobOp, JobOutcome, TagBackend
 from rpquery.tags.model import DEFAULT_CONFIG, TagConfig, TagStatus
-
-_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, order=True)
@@ -102,20 +99,17 @@ def apply_outcomes(
 def _apply_one(
     db: Database, outcome: JobOutcome, namespace: str, tags: list[str], acc: _Acc
 ) -> None:
-    for attempt in range(_ATTEMPTS):
+    def once() -> _Acc:
         local = _Acc()
-        try:
-            with db.begin() as conn:
-                rows.lock(conn, outcome.instance_uuid, namespace)
-                rows.forget_job(conn, outcome.job_id, namespace, tags)
-                _settle(conn, outcome, namespace, tags, local)
-        except ConcurrentUpdate:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            continue
-        for kind, changes in local.changes.items():
-            acc.changes.setdefault(kind, []).extend(changes)
-        return
+        with db.begin() as conn:
+            rows.lock(conn, outcome.instance_uuid, namespace)
+            rows.forget_job(conn, outcome.job_id, namespace, tags)
+            _settle(conn, outcome, namespace, tags, local)
+        return local
+
+    local = rows.retried(once, f"apply job {outcome.job_id} to {outcome.instance_uuid}")
+    for kind, changes in local.changes.items():
+        acc.changes.setdefault(kind, []).extend(changes)
 
 
 def _settle(

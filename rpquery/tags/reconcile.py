@@ -34,14 +34,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
-from rpquery.errors import ConcurrentUpdate
 from rpquery.tables import instance_tags as tags_t
 from rpquery.tags import rows
 from rpquery.tags.backend import TagBackend
 from rpquery.tags.model import DEFAULT_CONFIG, TagConfig, TagStatus, validate_instance
 from rpquery.tags.outcomes import TagChange
-
-_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -94,19 +91,15 @@ def _known_instances(db: Database) -> set[str]:
 def _reconcile_pair(
     db: Database, backend: TagBackend, config: TagConfig, instance_uuid: str, namespace: str
 ) -> list[tuple[str, TagChange]]:
-    for attempt in range(_ATTEMPTS):
-        try:
-            with db.begin() as conn:
-                rows.lock(conn, instance_uuid, namespace)
-                rows.forget_stale_jobs(conn, instance_uuid, namespace, backend.pending_jobs())
-                remote, foreign = _remote(backend, config, instance_uuid, namespace)
-                found = _settle(conn, instance_uuid, namespace, remote)
-        except ConcurrentUpdate:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            continue
+    def once() -> list[tuple[str, TagChange]]:
+        with db.begin() as conn:
+            rows.lock(conn, instance_uuid, namespace)
+            rows.forget_stale_jobs(conn, instance_uuid, namespace, backend.pending_jobs())
+            remote, foreign = _remote(backend, config, instance_uuid, namespace)
+            found = _settle(conn, instance_uuid, namespace, remote)
         return found + [("ignored", TagChange(instance_uuid, "", f)) for f in foreign]
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    return rows.retried(once, f"reconcile tags of {instance_uuid} in {namespace}")
 
 
 def _remote(

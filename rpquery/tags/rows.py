@@ -13,8 +13,8 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -22,12 +22,15 @@ from sqlalchemy.engine import Connection
 from rpquery import dialects
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate
+from rpquery.retry import LOCKED_WRITES, retrying
 from rpquery.tables import instance_tag_jobs as jobs_t
 from rpquery.tables import instance_tag_locks as locks_t
 from rpquery.tables import instance_tags as tags_t
 from rpquery.tables import utcnow
 from rpquery.tags.backend import JobOp
 from rpquery.tags.model import TagStatus
+
+T = TypeVar("T")
 
 
 def lock_query(instance_uuid: str, namespace: str) -> sa.Select[Any]:
@@ -42,16 +45,26 @@ def ensure_lock_rows(db: Database, pairs: Iterable[tuple[str, str]]) -> None:
     """Create missing lock rows in their own short transaction (never upgrading a
     shared lock to an exclusive one inside the write transaction)."""
     rows = [{"instance_uuid": i, "namespace": n} for i, n in sorted(set(pairs))]
-    for attempt in range(5):
-        if not rows:
-            return
-        try:
-            with db.begin() as conn:
-                dialects.insert_ignore(conn, locks_t, rows)
-            return
-        except ConcurrentUpdate:
-            if attempt == 4:
-                raise
+    if not rows:
+        return
+
+    def once() -> None:
+        with db.begin() as conn:
+            dialects.insert_ignore(conn, locks_t, rows)
+
+    retried(once, "create tag lock rows")
+
+
+def retried(work: Callable[[], T], what: str) -> T:
+    """Run one tag transaction, again after a deadlock or serialization failure, with
+    the shared backoff (:data:`rpquery.retry.LOCKED_WRITES`, logged on ``rpquery.tags``)."""
+    return retrying(
+        work,
+        LOCKED_WRITES,
+        retry_if=lambda e: isinstance(e, ConcurrentUpdate),
+        logger="rpquery.tags",
+        what=what,
+    )
 
 
 def lock(conn: Connection, instance_uuid: str, namespace: str) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
-from rpquery.errors import ConcurrentUpdate, Conflict
+from rpquery.errors import Conflict
 from rpquery.tags import conflicts, plan, rows
 from rpquery.tags.backend import JobOp, TagBackend, TagJob
 from rpquery.tags.model import (
@@ -45,7 +45,6 @@ from rpquery.tags.model import (
     validate_tags,
 )
 
-_ATTEMPTS = 5
 Planner = Callable[[Connection, dict[str, TagStatus]], plan.Plan]
 
 
@@ -190,17 +189,13 @@ def _write(
     instance_uuid = validate_instance(instance_uuid)
     validate_namespace(config, namespace)
     rows.ensure_lock_rows(db, [(instance_uuid, namespace)])
-    for attempt in range(_ATTEMPTS):
-        try:
-            with db.begin() as conn:
-                rows.lock(conn, instance_uuid, namespace)
-                todo = planner(conn, rows.current(conn, instance_uuid, namespace))
-                job_ids = _apply(conn, backend, instance_uuid, namespace, config, todo)
-                after = rows.current(conn, instance_uuid, namespace)
-        except ConcurrentUpdate:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            continue
+
+    def once() -> TagWriteResult:
+        with db.begin() as conn:
+            rows.lock(conn, instance_uuid, namespace)
+            todo = planner(conn, rows.current(conn, instance_uuid, namespace))
+            job_ids = _apply(conn, backend, instance_uuid, namespace, config, todo)
+            after = rows.current(conn, instance_uuid, namespace)
         return TagWriteResult(
             instance_uuid,
             namespace,
@@ -212,7 +207,8 @@ def _write(
             todo.skipped,
             job_ids,
         )
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    return rows.retried(once, f"tag write of {instance_uuid} in {namespace}")
 
 
 def _apply(
