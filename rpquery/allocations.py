@@ -54,12 +54,10 @@ from rpquery.models import (
     ConsumerAllocations,
     Inventory,
     check_consumer_type,
-    check_external_id,
-    check_int,
-    check_uuid,
 )
 from rpquery.retry import ALLOCATION_WRITES, retrying
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
+from rpquery.validation import check_external_id, check_int, check_uuid
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -133,23 +131,22 @@ class WriteState:
 
 
 def _check_request(req: ConsumerAllocations) -> ConsumerAllocations:
-    consumer_uuid = check_uuid(req.consumer_uuid, what="consumer")
-    check_external_id(req.project_id, "project")
-    check_external_id(req.user_id, "user")
+    consumer_uuid = check_uuid(req.consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
+    check_external_id(req.project_id, "rpquery.consumer.bad_project", "project id")
+    check_external_id(req.user_id, "rpquery.consumer.bad_user", "user id")
     check_consumer_type(req.consumer_type)
     if req.consumer_generation is not None:
         check_int(
             req.consumer_generation,
+            "rpquery.consumer.bad_generation",
             "consumer_generation",
-            minimum=0,
-            code="rpquery.consumer.bad_generation",
         )
     normalized: dict[str, dict[str, int]] = {}
     for rp_uuid, resources in req.allocations.items():
-        rp = check_uuid(rp_uuid, what="provider")
+        rp = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
         for rc, amount in resources.items():
             catalog.check_resource_class_name(rc)
-            check_int(amount, f"amount of {rc}", minimum=1, code="rpquery.allocation.bad_amount")
+            check_int(amount, "rpquery.allocation.bad_amount", f"amount of {rc}", minimum=1)
         if resources:
             normalized.setdefault(rp, {}).update(resources)
     return dataclasses.replace(req, consumer_uuid=consumer_uuid, allocations=normalized)
@@ -526,12 +523,11 @@ def delete_allocations(db: Database, consumer_uuid: str, *, consumer_generation:
     """Delete every allocation of a consumer and the consumer itself, if it is still at
     ``consumer_generation``. ``NotFound`` (``rpquery.consumer.not_found``) if there is
     no such consumer."""
-    consumer_uuid = check_uuid(consumer_uuid, what="consumer")
+    consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
     check_int(
         consumer_generation,
+        "rpquery.consumer.bad_generation",
         "consumer_generation",
-        minimum=0,
-        code="rpquery.consumer.bad_generation",
     )
 
     def work(conn: Connection) -> None:
@@ -546,7 +542,7 @@ def delete_allocations(db: Database, consumer_uuid: str, *, consumer_generation:
 
 def get_allocations(db: Database, consumer_uuid: str) -> dict[str, dict[str, int]]:
     """``{provider uuid: {resource class: used}}`` of one consumer; ``{}`` if none."""
-    consumer_uuid = check_uuid(consumer_uuid, what="consumer")
+    consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
     stmt = (
         sa.select(resource_providers.c.uuid, resource_classes.c.name, allocations.c.used)
         .select_from(allocations)

@@ -23,7 +23,6 @@ from sqlalchemy.engine import Connection
 from rpquery import catalog, dialects, providers
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, NotFound
-from rpquery.models import check_uuid
 from rpquery.tables import (
     placement_aggregates,
     resource_provider_aggregates,
@@ -31,6 +30,7 @@ from rpquery.tables import (
     resource_providers,
     traits,
 )
+from rpquery.validation import check_uuid
 
 
 def _replace_links(
@@ -62,7 +62,7 @@ def set_provider_traits(
     ``rpquery.trait.not_found`` (InvalidRequest: no such trait),
     ``rpquery.provider.not_found``, ``rpquery.provider.generation_conflict``.
     """
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     wanted = {catalog.check_trait_name(name) for name in names}
     providers.check_generation(generation)
     with db.begin() as conn:
@@ -103,8 +103,8 @@ def set_provider_aggregates(
     Errors: ``rpquery.provider.bad_uuid``, ``rpquery.aggregate.bad_uuid``,
     ``rpquery.provider.not_found``, ``rpquery.provider.generation_conflict``.
     """
-    rp_uuid = check_uuid(rp_uuid, what="provider")
-    wanted = {check_uuid(agg, what="aggregate") for agg in agg_uuids}
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
+    wanted = {check_uuid(agg, "rpquery.aggregate.bad_uuid", "aggregate") for agg in agg_uuids}
     providers.check_generation(generation)
     with db.begin() as conn:
         rp_id = providers.claim_generation(conn, rp_uuid, generation)
@@ -116,7 +116,7 @@ def set_provider_aggregates(
 
 
 def _linked_names(db: Database, rp_uuid: str, link: sa.Table, target: sa.Column) -> frozenset[str]:
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     rp = resource_providers
     owner = target.table
     id_column = link.c.trait_id if link is resource_provider_traits else link.c.aggregate_id

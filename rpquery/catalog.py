@@ -34,48 +34,50 @@ from rpquery.tables import (
     resource_provider_traits,
     traits,
 )
+from rpquery.validation import check_text, matches
 
 if TYPE_CHECKING:
     from rpquery.db import Database
 
-CUSTOM_NAME_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+CUSTOM_NAME_RE = re.compile(r"CUSTOM_[A-Z0-9_]+")
 STANDARD_RESOURCE_CLASSES: tuple[str, ...] = tuple(orc.STANDARDS)
 STANDARD_TRAITS: frozenset[str] = frozenset(os_traits.get_traits())
 
 
-def is_valid_custom_name(name: str) -> bool:
-    return bool(CUSTOM_NAME_RE.match(name))
+def is_valid_custom_name(name: object) -> bool:
+    """``CUSTOM_[A-Z0-9_]+`` as a whole string (no trailing newline)."""
+    return matches(CUSTOM_NAME_RE, name)
 
 
-def is_known_standard_trait(name: str) -> bool:
-    return name in STANDARD_TRAITS
+def is_known_standard_trait(name: object) -> bool:
+    return isinstance(name, str) and name in STANDARD_TRAITS
 
 
-def is_known_standard_resource_class(name: str) -> bool:
-    return name in STANDARD_RESOURCE_CLASSES
+def is_known_standard_resource_class(name: object) -> bool:
+    return isinstance(name, str) and name in STANDARD_RESOURCE_CLASSES
 
 
-def check_trait_name(name: str) -> str:
+def check_trait_name(name: object) -> str:
     """Return ``name`` if it is a standard trait or a well-formed custom one, else raise
     ``InvalidRequest`` (``rpquery.trait.bad_name``). Needs no database."""
-    if name in STANDARD_TRAITS or is_valid_custom_name(name):
-        return name
+    if is_known_standard_trait(name) or is_valid_custom_name(name):
+        return str(name)
     raise InvalidRequest(
         "rpquery.trait.bad_name",
         f"invalid trait name {name!r}: not a standard trait and not CUSTOM_[A-Z0-9_]+",
-        token=name,
+        token=str(name),
     )
 
 
-def check_resource_class_name(name: str) -> str:
+def check_resource_class_name(name: object) -> str:
     """Return ``name`` if it is a standard class or a well-formed custom one, else raise
     ``InvalidRequest`` (``rpquery.resource_class.bad_name``). Needs no database."""
-    if name in STANDARD_RESOURCE_CLASSES or is_valid_custom_name(name):
-        return name
+    if is_known_standard_resource_class(name) or is_valid_custom_name(name):
+        return str(name)
     raise InvalidRequest(
         "rpquery.resource_class.bad_name",
         f"invalid resource class {name!r}: not a standard class and not CUSTOM_[A-Z0-9_]+",
-        token=name,
+        token=str(name),
     )
 
 
@@ -207,7 +209,7 @@ def delete_resource_class(db: Database, name: str) -> None:
     """Delete a custom resource class. ``InvalidRequest`` ``rpquery.resource_class.standard``
     for a standard class, ``NotFound`` ``rpquery.resource_class.not_found``, ``InUse``
     ``rpquery.resource_class.in_use`` while any inventory or allocation uses it."""
-    if name in STANDARD_RESOURCE_CLASSES:
+    if is_known_standard_resource_class(name):
         raise InvalidRequest(
             "rpquery.resource_class.standard", f"cannot delete standard class {name}", token=name
         )
@@ -248,7 +250,7 @@ def delete_trait(db: Database, name: str) -> None:
     """Delete a custom trait. ``InvalidRequest`` ``rpquery.trait.standard`` for a standard
     trait, ``NotFound`` ``rpquery.trait.not_found``, ``InUse`` ``rpquery.trait.in_use``
     while a provider has it."""
-    if name in STANDARD_TRAITS:
+    if is_known_standard_trait(name):
         raise InvalidRequest(
             "rpquery.trait.standard", f"cannot delete standard trait {name}", token=name
         )
@@ -268,8 +270,11 @@ def delete_trait(db: Database, name: str) -> None:
 
 def list_traits(db: Database, *, prefix: str | None = None) -> list[str]:
     """Trait names, sorted; only those starting with ``prefix`` when given
-    (Placement's ``name=startswith:``)."""
+    (Placement's ``name=startswith:``); ``rpquery.trait.bad_prefix`` for a prefix that is
+    not storable text."""
     stmt = sa.select(traits.c.name).order_by(traits.c.name)
+    if prefix is not None:
+        check_text(prefix, "rpquery.trait.bad_prefix", "trait name prefix", allow_empty=True)
     if prefix:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         stmt = stmt.where(traits.c.name.like(escaped + "%", escape="\\"))

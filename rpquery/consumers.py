@@ -30,8 +30,9 @@ from sqlalchemy.engine import Connection
 from rpquery import dialects
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, NotFound
-from rpquery.models import Consumer, check_uuid
+from rpquery.models import Consumer
 from rpquery.tables import consumer_types, consumers, projects, users
+from rpquery.validation import check_uuid
 
 GENERATION_CONFLICT = "rpquery.consumer.generation_conflict"
 
@@ -212,7 +213,7 @@ def _raise_generation_conflict(conn: Connection, consumer_uuid: str, expected: i
 def get_consumer(db: Database, consumer_uuid: str) -> Consumer:
     """The consumer with its owner, type and generation; ``NotFound``
     (``rpquery.consumer.not_found``) if it has none."""
-    consumer_uuid = check_uuid(consumer_uuid, what="consumer")
+    consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
     stmt = (
         sa.select(
             consumers.c.uuid,

@@ -19,15 +19,49 @@ Driver errors never escape: :mod:`rpquery.db` wraps them in :class:`DatabaseErro
 
 from __future__ import annotations
 
+#: Characters of an offending token a message shows before cutting it.
+TOKEN_SHOWN = 64
+#: Longest detail kept whole; a longer one is cut the same way.
+DETAIL_SHOWN = 1024
+
+
+def shorten(text: str, limit: int = TOKEN_SHOWN) -> str:
+    """``text`` when at most ``limit`` characters, else its start and its length.
+
+    >>> shorten("CUSTOM_" + "A" * 100_000, 10)
+    'CUSTOM_AAA…(100007 chars)'
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…({len(text)} chars)"
+
+
+def readable_detail(detail: str, token: str | None) -> str:
+    """``detail`` with a long ``token`` (quoted or bare) cut by :func:`shorten`, and the
+    whole detail cut if it is still too long to read.
+
+    >>> readable_detail(f"bad trait {'X' * 500!r}", "X" * 500)
+    "bad trait 'XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX'…(500 chars)"
+    """
+    if token and len(token) > TOKEN_SHOWN:
+        cut = f"…({len(token)} chars)"
+        detail = detail.replace(repr(token), repr(token[:TOKEN_SHOWN]) + cut)
+        detail = detail.replace(token, token[:TOKEN_SHOWN] + cut)
+    return shorten(detail, DETAIL_SHOWN)
+
 
 class RpqueryError(Exception):
-    """Base of every rpquery error: a stable ``code`` and a human ``detail``."""
+    """Base of every rpquery error: a stable ``code`` and a human ``detail``.
+
+    ``token`` is the offending input exactly as given; ``detail`` shows it cut to a
+    readable length (:func:`readable_detail`), so a 100 KB name gives a short message.
+    """
 
     default_code = "rpquery.error"
 
     def __init__(self, code: str | None = None, detail: str = "", *, token: str | None = None):
         self.code = code or self.default_code
-        self.detail = detail or self.code
+        self.detail = readable_detail(detail or self.code, token)
         self.token = token
         super().__init__(self.detail)
 

@@ -35,11 +35,11 @@ from rpquery import catalog, providers
 from rpquery.db import Database
 from rpquery.dialects import to_int
 from rpquery.errors import InUse, InvalidRequest, NotFound
-from rpquery.models import Inventory, check_uuid
+from rpquery.models import Inventory
 from rpquery.providers import check_generation
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
+from rpquery.validation import check_int, check_ratio, check_uuid
 
-MAX_INT = 2**31 - 1
 _FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
@@ -64,17 +64,22 @@ def _bad(rc: str, field: str, detail: str) -> InvalidRequest:
 
 def check_inventory(rc: str, inv: Inventory) -> Inventory:
     """Check one inventory without the database: total > 0, 0 <= reserved <= total,
-    1 <= min_unit <= max_unit, step_size >= 1, allocation_ratio > 0, all ints
-    below 2**31 (``InvalidRequest`` ``rpquery.inventory.bad_<field>``, token ``RC.field``).
+    1 <= min_unit <= max_unit, step_size >= 1, all ints in 0..MAX_INT, allocation_ratio
+    finite in (0, MAX_RATIO] (``InvalidRequest`` ``rpquery.inventory.bad_<field>``, token
+    ``RC.field``).
     """
     catalog.check_resource_class_name(rc)
     for field in _FIELDS[:-1]:
-        value = getattr(inv, field)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
-            raise _bad(rc, field, f"{field} must be an integer in 0..{MAX_INT}, got {value!r}")
-    ratio = inv.allocation_ratio
-    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
-        raise _bad(rc, "allocation_ratio", f"allocation_ratio must be > 0, got {ratio!r}")
+        what = f"inventory of {rc}: {field}"
+        check_int(
+            getattr(inv, field), f"rpquery.inventory.bad_{field}", what, token=f"{rc}.{field}"
+        )
+    check_ratio(
+        inv.allocation_ratio,
+        "rpquery.inventory.bad_allocation_ratio",
+        f"inventory of {rc}: allocation_ratio",
+        token=f"{rc}.allocation_ratio",
+    )
     max_unit = inv.max_unit if inv.max_unit is not None else inv.total
     if inv.total < 1:
         raise _bad(rc, "total", f"total must be > 0, got {inv.total}")
@@ -230,7 +235,7 @@ def _write(
     *,
     replace_all: bool,
 ) -> int:
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     check_generation(generation)
     for rc, inv in changes.items():
         if inv is None:
@@ -269,7 +274,7 @@ def delete_inventory(db: Database, rp_uuid: str, rc: str, *, generation: int) ->
 def get_inventories(db: Database, rp_uuid: str) -> dict[str, Inventory]:
     """``{resource class: Inventory}`` of a provider (``{}`` if it has none);
     ``NotFound`` ``rpquery.provider.not_found`` if the provider does not exist."""
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     rp, inv, rc = resource_providers, inventories, resource_classes
     stmt = (
         sa.select(rp.c.id, rc.c.name, *(inv.c[name] for name in _FIELDS))

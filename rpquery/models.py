@@ -18,12 +18,12 @@ value read back from an odd Placement database can still be represented.
 from __future__ import annotations
 
 import re
-import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from rpquery.errors import InvalidRequest
+from rpquery.validation import matches
 
 
 @dataclass(frozen=True)
@@ -124,54 +124,16 @@ class Consumer:
 
 # ---------------------------------------------------------------- pure input checks
 
-_CONSUMER_TYPE_RE = re.compile(r"^[A-Z0-9_]{1,255}$")
-
-
-def check_uuid(value: object, *, what: str = "uuid") -> str:
-    """Return ``value`` as a canonical lowercase dashed uuid, or raise ``InvalidRequest``
-    (``rpquery.<what>.bad_uuid``).
-
-    >>> check_uuid("E10927C4-8BC9-465D-AC60-D2F79F7E4A00")
-    'e10927c4-8bc9-465d-ac60-d2f79f7e4a00'
-    """
-    text = value if isinstance(value, str) else ""
-    try:
-        parsed = uuidlib.UUID(text)
-    except ValueError:
-        parsed = None
-    if parsed is None or len(text.replace("-", "")) != 32:
-        raise InvalidRequest(
-            f"rpquery.{what}.bad_uuid", f"invalid {what} uuid {value!r}", token=str(value)
-        )
-    return str(parsed)
-
-
-def check_int(value: object, name: str, *, minimum: int, code: str) -> int:
-    """``value`` if it is an ``int`` (not ``bool``) ``>= minimum``, else ``InvalidRequest``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidRequest(
-            code, f"{name} must be an integer >= {minimum}, got {value!r}", token=str(value)
-        )
-    return value
+_CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]{1,255}")
 
 
 def check_consumer_type(name: object) -> str:
-    """A consumer type name matches ``^[A-Z0-9_]+$`` (seed 004), at most 255 characters."""
-    if not isinstance(name, str) or not _CONSUMER_TYPE_RE.match(name):
+    """A consumer type name matches ``[A-Z0-9_]+`` as a whole (seed 004), at most 255
+    characters (``rpquery.consumer.bad_type``)."""
+    if not matches(_CONSUMER_TYPE_RE, name):
         raise InvalidRequest(
             "rpquery.consumer.bad_type",
             f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$",
             token=str(name),
         )
-    return name
-
-
-def check_external_id(value: object, what: str) -> str:
-    """Project and user ids are opaque non-empty strings of at most 255 characters."""
-    if not isinstance(value, str) or not value.strip() or len(value) > 255:
-        raise InvalidRequest(
-            f"rpquery.consumer.bad_{what}",
-            f"invalid {what} id {value!r}: a non-empty string of at most 255 characters",
-            token=str(value),
-        )
-    return value
+    return str(name)

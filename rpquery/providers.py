@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
-from rpquery.models import ResourceProvider, check_int, check_uuid
+from rpquery.models import ResourceProvider
 from rpquery.tables import (
     allocations,
     inventories,
@@ -32,6 +32,7 @@ from rpquery.tables import (
     resource_provider_traits,
     resource_providers,
 )
+from rpquery.validation import check_int, check_text, check_uuid
 
 GENERATION_CONFLICT = "rpquery.provider.generation_conflict"
 MAX_NAME_LENGTH = 200
@@ -41,19 +42,19 @@ MAX_NAME_LENGTH = 200
 
 
 def check_name(name: object) -> str:
-    """A provider name is a non-empty string of at most 200 characters
-    (``rpquery.provider.bad_name``)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
-        raise InvalidRequest(
-            "rpquery.provider.bad_name",
-            f"invalid provider name {name!r}: 1 to {MAX_NAME_LENGTH} characters",
-            token=str(name),
-        )
-    return name
+    """A provider name is a non-blank string of at most 200 characters, no NUL and no
+    lone surrogate (``rpquery.provider.bad_name``)."""
+    return check_text(
+        name,
+        "rpquery.provider.bad_name",
+        "provider name",
+        max_length=MAX_NAME_LENGTH,
+        allow_blank=False,
+    )
 
 
 def check_generation(generation: object) -> int:
-    return check_int(generation, "generation", minimum=0, code="rpquery.provider.bad_generation")
+    return check_int(generation, "rpquery.provider.bad_generation", "generation")
 
 
 def provider_select() -> sa.Select:
@@ -104,7 +105,7 @@ def _load(conn: Connection, rp_uuid: str) -> tuple[int, ResourceProvider]:
 
 def get_provider(db: Database, rp_uuid: str) -> ResourceProvider:
     """The provider with uuid ``rp_uuid``; ``NotFound`` (``rpquery.provider.not_found``)."""
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     with db.connect() as conn:
         return _load(conn, rp_uuid)[1]
 
@@ -157,8 +158,16 @@ def create_provider(
     (Conflict: name or uuid taken).
     """
     check_name(name)
-    rp_uuid = check_uuid(uuid, what="provider") if uuid is not None else str(uuidlib.uuid4())
-    parent = check_uuid(parent_uuid, what="provider") if parent_uuid is not None else None
+    rp_uuid = (
+        check_uuid(uuid, "rpquery.provider.bad_uuid", "provider")
+        if uuid is not None
+        else str(uuidlib.uuid4())
+    )
+    parent = (
+        check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
+        if parent_uuid is not None
+        else None
+    )
     rp = resource_providers
     with db.begin() as conn:
         parent_id, root_id = None, None
@@ -205,7 +214,7 @@ def _bump(conn: Connection, rp_id: int, generation: int, **values: object) -> No
 def rename_provider(db: Database, rp_uuid: str, name: str, *, generation: int) -> ResourceProvider:
     """Rename a provider at ``generation`` (``rpquery.provider.generation_conflict`` if it
     moved on; ``rpquery.provider.duplicate`` if the name is taken)."""
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     check_name(name)
     check_generation(generation)
     with db.begin() as conn:
@@ -224,8 +233,12 @@ def set_parent(
     ``None``. Refused with ``InvalidRequest`` ``rpquery.provider.cycle`` when the new
     parent is the provider itself or one of its descendants, and
     ``rpquery.provider.parent_not_found`` when the parent does not exist."""
-    rp_uuid = check_uuid(rp_uuid, what="provider")
-    parent = check_uuid(parent_uuid, what="provider") if parent_uuid is not None else None
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
+    parent = (
+        check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
+        if parent_uuid is not None
+        else None
+    )
     check_generation(generation)
     rp = resource_providers
     with db.begin() as conn:
@@ -262,7 +275,7 @@ def delete_provider(db: Database, rp_uuid: str) -> None:
     the provider generation, so the final conditional ``DELETE`` fails with
     ``rpquery.provider.generation_conflict`` instead of orphaning it.
     """
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     rp = resource_providers
     with db.begin() as conn:
         rp_id, found = _load(conn, rp_uuid)

@@ -21,7 +21,6 @@ the offending piece of input; the codes are listed in ``docs/read-path.md``.
 from __future__ import annotations
 
 import re
-import uuid as uuidlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,9 +28,18 @@ from urllib.parse import parse_qsl
 
 from rpquery.catalog import check_resource_class_name, check_trait_name
 from rpquery.errors import InvalidRequest
+from rpquery.validation import (
+    MAX_INT,
+    check_int,
+    check_mapping,
+    check_text,
+    check_uuid,
+    matches,
+    text_problem,
+)
 
-SUFFIX_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_GROUP_KEY_RE = re.compile(r"^(resources|required|member_of|in_tree)(.*)$")
+SUFFIX_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_GROUP_KEY_RE = re.compile(r"(resources|required|member_of|in_tree)(.*)", re.DOTALL)
 _GLOBAL_KEYS = frozenset({"group_policy", "root_required", "same_subtree", "limit"})
 GROUP_POLICIES = ("none", "isolate")
 
@@ -66,12 +74,24 @@ class RequestGroup:
     in_tree: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
-        object.__setattr__(self, "required", tuple(frozenset(s) for s in self.required))
-        object.__setattr__(self, "member_of", tuple(frozenset(s) for s in self.member_of))
-        object.__setattr__(self, "forbidden", frozenset(self.forbidden))
-        object.__setattr__(self, "forbidden_aggs", frozenset(self.forbidden_aggs))
+        resources = check_mapping(self.resources, "rpquery.request.bad_params", "resources")
+        object.__setattr__(self, "resources", MappingProxyType(resources))
+        object.__setattr__(self, "required", _name_sets(self.required, "required"))
+        object.__setattr__(self, "member_of", _name_sets(self.member_of, "member_of"))
+        object.__setattr__(self, "forbidden", _names(self.forbidden, "forbidden"))
+        object.__setattr__(self, "forbidden_aggs", _names(self.forbidden_aggs, "forbidden_aggs"))
         _validate_group(self)
+        # aggregate and tree uuids are compared in their canonical form
+        canonical = {a: _check_uuid(a, "request.bad_aggregate") for s in self.member_of for a in s}
+        object.__setattr__(
+            self, "member_of", tuple(frozenset(canonical[a] for a in s) for s in self.member_of)
+        )
+        forbidden_aggs = frozenset(
+            _check_uuid(a, "request.bad_aggregate") for a in self.forbidden_aggs
+        )
+        object.__setattr__(self, "forbidden_aggs", forbidden_aggs)
+        if self.in_tree is not None:
+            object.__setattr__(self, "in_tree", _check_uuid(self.in_tree, "request.bad_in_tree"))
 
     def __hash__(self) -> int:
         return hash(
@@ -121,10 +141,17 @@ class CandidatesRequest:
     randomize: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "groups", tuple(self.groups))
-        object.__setattr__(self, "root_required", frozenset(self.root_required))
-        object.__setattr__(self, "root_forbidden", frozenset(self.root_forbidden))
-        object.__setattr__(self, "same_subtree", tuple(tuple(s) for s in self.same_subtree))
+        groups = _sequence(self.groups, "groups")
+        if not all(isinstance(g, RequestGroup) for g in groups):
+            raise _fail("request.bad_params", "groups must be RequestGroup values", "groups")
+        object.__setattr__(self, "groups", groups)
+        object.__setattr__(self, "root_required", _names(self.root_required, "root_required"))
+        object.__setattr__(self, "root_forbidden", _names(self.root_forbidden, "root_forbidden"))
+        subtrees = tuple(
+            tuple(_names_list(s, "same_subtree"))
+            for s in _sequence(self.same_subtree, "same_subtree")
+        )
+        object.__setattr__(self, "same_subtree", subtrees)
         _validate_candidates(self)
 
     def group(self, suffix: str) -> RequestGroup:
@@ -156,6 +183,14 @@ class ProvidersRequest:
     name: str | None = None
     filters: RequestGroup = field(default_factory=RequestGroup)
 
+    def __post_init__(self) -> None:
+        if self.uuid is not None:
+            object.__setattr__(self, "uuid", _check_uuid(self.uuid, "request.bad_uuid"))
+        if self.name is not None:
+            check_text(self.name, "rpquery.request.bad_text", "name", max_length=MAX_INT)
+        if not isinstance(self.filters, RequestGroup):
+            raise _fail("request.bad_params", "filters must be a RequestGroup", "filters")
+
     def trait_names(self) -> set[str]:
         return self.filters.trait_names()
 
@@ -163,13 +198,33 @@ class ProvidersRequest:
 # ------------------------------------------------------------------ validation
 
 
+def _sequence(value: object, what: str) -> tuple[object, ...]:
+    if not isinstance(value, list | tuple | set | frozenset):
+        raise _fail("request.bad_params", f"{what} must be a list", what)
+    return tuple(value)
+
+
+def _names_list(value: object, what: str) -> list[str]:
+    items = _sequence(value, what)
+    if not all(isinstance(i, str) for i in items):
+        raise _fail("request.bad_params", f"{what} must hold strings only", what)
+    return [str(i) for i in items]
+
+
+def _names(value: object, what: str) -> frozenset[str]:
+    return frozenset(_names_list(value, what))
+
+
+def _name_sets(value: object, what: str) -> tuple[frozenset[str], ...]:
+    return tuple(_names(s, what) for s in _sequence(value, what))
+
+
 def _validate_group(g: RequestGroup) -> None:
-    if g.suffix and not SUFFIX_RE.match(g.suffix):
-        raise _fail("request.bad_suffix", f"bad group suffix {g.suffix!r}", g.suffix)
+    if g.suffix != "" and not matches(SUFFIX_RE, g.suffix):
+        raise _fail("request.bad_suffix", f"bad group suffix {g.suffix!r}", str(g.suffix))
     for rc, amount in g.resources.items():
         check_resource_class_name(rc)
-        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-            raise _fail("request.bad_amount", f"amount of {rc} must be an integer > 0", rc)
+        check_int(amount, "rpquery.request.bad_amount", f"amount of {rc}", minimum=1, token=rc)
     for names in (*g.required, g.forbidden):
         for name in names:
             check_trait_name(name)
@@ -178,21 +233,14 @@ def _validate_group(g: RequestGroup) -> None:
     clash = sorted(_clashes(g))
     if clash:
         raise _fail("trait.conflict", f"trait {clash[0]} is both required and forbidden", clash[0])
-    for agg in (*(a for s in g.member_of for a in s), *g.forbidden_aggs):
-        _check_uuid(agg, "request.bad_aggregate")
-    if g.in_tree is not None:
-        _check_uuid(g.in_tree, "request.bad_in_tree")
 
 
 def _clashes(g: RequestGroup) -> set[str]:
     return {t for s in g.required for t in s} & g.forbidden
 
 
-def _check_uuid(value: str, code: str) -> str:
-    try:
-        return str(uuidlib.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise _fail(code, f"{value!r} is not a uuid", str(value)) from None
+def _check_uuid(value: object, code: str) -> str:
+    return check_uuid(value, f"rpquery.{code}")
 
 
 def _validate_candidates(r: CandidatesRequest) -> None:
@@ -205,7 +253,7 @@ def _validate_candidates(r: CandidatesRequest) -> None:
         raise _fail("request.no_resources", "at least one group needs resources", "resources")
     if r.group_policy is not None and r.group_policy not in GROUP_POLICIES:
         raise _fail(
-            "request.bad_group_policy", "group_policy must be none or isolate", r.group_policy
+            "request.bad_group_policy", "group_policy must be none or isolate", str(r.group_policy)
         )
     if sum(1 for s in suffixes if s) > 1 and r.group_policy is None:
         raise _fail(
@@ -220,8 +268,8 @@ def _validate_candidates(r: CandidatesRequest) -> None:
     if both:
         raise _fail("trait.conflict", f"root trait {both[0]} required and forbidden", both[0])
     _validate_subtrees(r, set(suffixes))
-    if r.limit is not None and (isinstance(r.limit, bool) or r.limit <= 0):
-        raise _fail("request.bad_limit", "limit must be an integer > 0", str(r.limit))
+    if r.limit is not None:
+        check_int(r.limit, "rpquery.request.bad_limit", "limit", minimum=1)
 
 
 def _validate_subtrees(r: CandidatesRequest, suffixes: set[str]) -> None:
@@ -253,20 +301,30 @@ def _validate_subtrees(r: CandidatesRequest, suffixes: set[str]) -> None:
 def _multidict(params: Params) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(params, str):
-        pairs: Iterable[tuple[str, str]] = parse_qsl(params, keep_blank_values=True)
+        pairs: Iterable[tuple[str, object]] = parse_qsl(params, keep_blank_values=True)
     elif isinstance(params, Mapping):
         pairs = [
             (str(k), v)
             for k, vals in params.items()
-            for v in ([vals] if isinstance(vals, str) else list(vals))
+            for v in ([vals] if isinstance(vals, str) else _value_list(str(k), vals))
         ]
     else:
         raise _fail("request.bad_params", "params must be a query string or a mapping", "")
     for key, value in pairs:
         if not isinstance(value, str):
             raise _fail("request.bad_params", f"value of {key} is not a string", str(key))
+        for text in (key, value):
+            problem = text_problem(text)
+            if problem is not None:
+                raise _fail("request.bad_text", f"parameter {key!r}: {text!r} {problem}", key)
         out.setdefault(key, []).append(value)
     return out
+
+
+def _value_list(key: str, values: object) -> list[object]:
+    if not isinstance(values, list | tuple):
+        raise _fail("request.bad_params", f"value of {key} is not a string or a list", key)
+    return list(values)
 
 
 def _single(key: str, values: list[str]) -> str:
@@ -299,8 +357,8 @@ def parse_resources(key: str, value: str) -> dict[str, int]:
         if not sep or not rc:
             raise _fail("request.bad_resources", f"expected CLASS:AMOUNT, got {item!r}", item)
         check_resource_class_name(rc)
-        if not re.fullmatch(r"[0-9]{1,18}", amount) or int(amount) <= 0:
-            raise _fail("request.bad_amount", f"bad amount in {item!r}", item)
+        if not re.fullmatch(r"[0-9]{1,10}", amount) or not 0 < int(amount) <= MAX_INT:
+            raise _fail("request.bad_amount", f"bad amount in {item!r} (1..{MAX_INT})", item)
         if rc in out:
             raise _fail("request.duplicate_resource", f"{rc} given twice in {key}", rc)
         out[rc] = int(amount)
@@ -395,13 +453,13 @@ def _split_keys(params: dict[str, list[str]], allowed_globals: frozenset[str]) -
     """The group suffixes present (``""`` first); unknown keys are errors."""
     suffixes: set[str] = set()
     for key in params:
-        match = _GROUP_KEY_RE.match(key)
+        match = _GROUP_KEY_RE.fullmatch(key)
         if key in allowed_globals:
             continue
         if not match:
             raise _fail("request.unknown_parameter", f"unknown parameter {key!r}", key)
         suffix = match.group(2)
-        if suffix and not SUFFIX_RE.match(suffix):
+        if suffix and not matches(SUFFIX_RE, suffix):
             raise _fail("request.bad_suffix", f"bad group suffix in {key!r}", key)
         suffixes.add(suffix)
     return sorted(suffixes)
@@ -411,8 +469,8 @@ def _parse_limit(params: dict[str, list[str]]) -> int | None:
     if "limit" not in params:
         return None
     raw = _single("limit", params["limit"])
-    if not re.fullmatch(r"[0-9]{1,9}", raw) or int(raw) <= 0:
-        raise _fail("request.bad_limit", "limit must be an integer > 0", raw)
+    if not re.fullmatch(r"[0-9]{1,10}", raw) or not 0 < int(raw) <= MAX_INT:
+        raise _fail("request.bad_limit", f"limit must be an integer in 1..{MAX_INT}", raw)
     return int(raw)
 
 

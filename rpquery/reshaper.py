@@ -55,8 +55,9 @@ from rpquery import catalog
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.inventory import check_inventory, write_inventory_rows
-from rpquery.models import ConsumerAllocations, Inventory, check_int, check_uuid
+from rpquery.models import ConsumerAllocations, Inventory
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
+from rpquery.validation import check_int, check_uuid
 
 STALE_PROVIDER = "rpquery.reshape.provider_generation_conflict"
 PROVIDER_NOT_FOUND = "rpquery.reshape.provider_not_found"
@@ -120,12 +121,11 @@ def validate(
     """
     checked: dict[str, ProviderInventories] = {}
     for rp_uuid, provider in inventories.items():
-        uuid = check_uuid(rp_uuid, what="provider")
+        uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
         check_int(
             provider.generation,
+            "rpquery.provider.bad_generation",
             "resource_provider_generation",
-            minimum=0,
-            code="rpquery.provider.bad_generation",
         )
         for rc, inv in provider.inventories.items():
             check_inventory(rc, inv)
