@@ -13,13 +13,14 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
    so only a batch of trees is looked at);
 3. sharing pairs, then one statement per request group with capacity, usage, traits and
    aggregates (:mod:`rpquery.candidates_sql`);
-4. the pruning search (:mod:`rpquery.candidates_search`), then policies' ``keep`` and
-   ``weigh``, then ``limit``;
+4. the pruning search (:mod:`rpquery.candidates_search`, lazy, under a step budget:
+   :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``;
 5. provider summaries for the returned trees only (two statements).
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterable, Sequence
 
@@ -45,8 +46,15 @@ from rpquery.candidates_results import (
     ResourceSummary,
     paused_gc,
 )
-from rpquery.candidates_search import RawCandidate, plan_slots, search_anchor
+from rpquery.candidates_search import (
+    DEFAULT_MAX_STEPS,
+    RawCandidate,
+    SearchBudget,
+    plan_slots,
+    search_anchor,
+)
 from rpquery.db import Database, reading
+from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.request import CandidatesRequest, Params, as_candidates_request
 
@@ -56,15 +64,55 @@ def allocation_candidates(
     request: CandidatesRequest | Params,
     *,
     policies: Sequence[HostPolicy] = (),
+    max_search_steps: int | None = None,
 ) -> AllocationCandidates:
-    """Allocation candidates for ``request`` (typed, query string or multi-dict)."""
+    """Allocation candidates for ``request`` (typed, query string or multi-dict).
+
+    The search may take at most ``max_search_steps`` steps (see :func:`search_budget`
+    for the default); past it the request fails with ``TooComplex``
+    (``rpquery.candidates.too_complex``)."""
     req = as_candidates_request(request)
+    budget = search_budget(db, max_search_steps)
     with paused_gc(), reading(db) as conn:  # gc: ~10^5 acyclic rows at whole-cloud scale
-        return _run(conn, req, policies)
+        return _run(conn, req, policies, budget)
+
+
+ENV_MAX_SEARCH_STEPS = "RPQUERY_MAX_SEARCH_STEPS"
+
+
+def search_budget(db: Database | Connection, max_search_steps: int | None) -> SearchBudget:
+    """The step budget of one request: ``max_search_steps`` if given, else the
+    Database's (``Database(url, max_search_steps=...)``), else the environment's
+    ``RPQUERY_MAX_SEARCH_STEPS``, else ``DEFAULT_MAX_STEPS`` (1,000,000). A budget that
+    is not an integer ≥ 1 is ``rpquery.request.bad_max_search_steps``.
+
+    >>> search_budget(Database("sqlite://", max_search_steps=500), None)
+    SearchBudget(max_steps=500, steps=0)
+    """
+    value: object = max_search_steps
+    source = "max_search_steps"
+    if value is None and isinstance(db, Database) and db.max_search_steps is not None:
+        value, source = db.max_search_steps, "Database.max_search_steps"
+    raw = os.environ.get(ENV_MAX_SEARCH_STEPS, "").strip()
+    if value is None and raw:
+        value = int(raw) if raw.isascii() and raw.isdigit() else raw
+        source = ENV_MAX_SEARCH_STEPS
+    if value is None:
+        value = DEFAULT_MAX_STEPS
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidRequest(
+            "rpquery.request.bad_max_search_steps",
+            f"{source} must be an integer >= 1, not {value!r}",
+            token=str(value)[:100],
+        )
+    return SearchBudget(value)
 
 
 def _run(
-    conn: Connection, req: CandidatesRequest, policies: Sequence[HostPolicy]
+    conn: Connection,
+    req: CandidatesRequest,
+    policies: Sequence[HostPolicy],
+    budget: SearchBudget,
 ) -> AllocationCandidates:
     dialects.read_session_setup(conn)
     names = fetch_names(conn, req)
@@ -77,7 +125,7 @@ def _run(
     for batch_limit in _batches(req.limit if push_limit else None):
         roots = select_roots(conn, req, names, policies, batch_limit, exclude, sharing.rc_ids)
         loaded = load_groups(conn, req, names, roots, sharing)
-        _collect(loaded, req, found, seen, stop=req.limit if push_limit else None)
+        _collect(loaded, req, found, seen, budget, stop=req.limit if push_limit else None)
         root_of.update(loaded.data.root_of)
         exclude.extend(loaded.anchors if roots.ids is not None else ())
         if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:
@@ -97,15 +145,22 @@ def _collect(
     req: CandidatesRequest,
     found: list[RawCandidate],
     seen: set[tuple[object, ...]],
+    budget: SearchBudget,
     stop: int | None,
 ) -> None:
+    """Search every anchor of the batch into ``found``. With ``limit``, at most
+    ``limit`` candidates per anchor (policies keep, weigh and shuffle whole trees, so
+    a tree's later candidates could never be returned), and the whole search stops at
+    ``stop`` candidates."""
     shared = loaded.sharing_ids
     slots, data, rules = loaded.slots, loaded.data, loaded.rules
     limit = stop if stop is not None and not req.randomize else None
+    per_anchor = req.limit
     allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
-    plan = plan_slots(slots)
+    plan = plan_slots(slots, rules)
     for root in loaded.anchors:
-        for cand in search_anchor(root, slots, data, rules, plan):
+        taken = 0
+        for cand in search_anchor(root, slots, data, rules, plan, budget):
             # Only a candidate made of sharing providers alone can be reached from
             # several anchors; any other is unique to its tree.
             if shared and all(cand.picks[j] in shared for j in allocating):
@@ -114,8 +169,11 @@ def _collect(
                     continue
                 seen.add(key)
             found.append(cand)
+            taken += 1
             if limit is not None and len(found) >= limit:
                 return
+            if per_anchor is not None and taken >= per_anchor:
+                break
 
 
 def _apply_policies(

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -75,6 +76,12 @@ def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
     return q.Names(rc_ids, trait_ids, {ident: name for name, ident in every_rc.items()})
 
 
+def filters_key(g: RequestGroup) -> tuple[object, ...]:
+    """What a group's statements depend on besides its amounts: two groups with equal
+    keys and equal resources get the same rows (the suffix only names them)."""
+    return (g.is_granular, g.required, g.forbidden, g.member_of, g.forbidden_aggs, g.in_tree)
+
+
 @dataclass(frozen=True)
 class Roots:
     """Anchor roots of one batch: ``ids`` fetched (``None``: every root), ``scope`` the
@@ -98,11 +105,13 @@ def _roots_query(
 ) -> sa.Select | None:
     serve: list[ColumnElement[bool]] = []
     if batch_limit is not None:
+        tests: dict[tuple[tuple[object, ...], str, int], RequestGroup] = {}
+        for g in req.groups:  # identical groups need one test, not one each
+            for rc, amount in sorted(g.resources.items()):
+                if names.rc_ids[rc] not in shared_rcs:
+                    tests.setdefault((filters_key(g), rc, amount), g)
         serve = [
-            q.could_serve(g, rc, amount, names, root.c.id)
-            for g in req.groups
-            for rc, amount in sorted(g.resources.items())
-            if names.rc_ids[rc] not in shared_rcs
+            q.could_serve(g, rc, amount, names, root.c.id) for (_, rc, amount), g in tests.items()
         ]
     required, forbidden = names.traits(req.root_required), names.traits(req.root_forbidden)
     if batch_limit is None and not (policy_clauses or required or forbidden or exclude):
@@ -310,7 +319,14 @@ def load_groups(
     run.params["sharing_ids"] = sorted(set().union(*shared_with.values())) if shared_with else []
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
-    slots = [s for g in order for s in _group_slots(run, g, col)]
+    slots: list[Slot] = []
+    done: dict[tuple[object, ...], list[Slot]] = {}
+    for g in order:  # identical groups: one statement, the same choices under each suffix
+        key = (filters_key(g), tuple(sorted(g.resources.items())))
+        if key in done:
+            slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
+        else:
+            slots.extend(done.setdefault(key, _group_slots(run, g, col)))
     parent_of: dict[int, int | None] = {}
     if req.same_subtree:
         for rp, parent in run.execute("shape"):

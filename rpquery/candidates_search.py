@@ -9,6 +9,11 @@ slots took, and ``max_unit`` on the summed amount), against ``group_policy=isola
 and, as soon as a ``same_subtree`` set is complete, against the subtree rule. So a
 combination over capacity is never built, and a dead branch is cut at its first slot.
 
+Bounded work: the search is lazy (a caller with ``limit`` results stops it), walks
+interchangeable slots (identical groups) once per *multiset* of providers rather than
+once per permutation, and counts its steps against a :class:`SearchBudget`, raising
+``TooComplex`` (``rpquery.candidates.too_complex``) past it.
+
 >>> inv = {(1, 0): Inventory(capacity=4.0, used=0, max_unit=4)}
 >>> data = SearchData(inventory=inv, root_of={1: 1})
 >>> slots = [Slot(suffix="", kind="class", rc_amounts=((0, 3),), choices={1: [1]})]
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
+
+from rpquery.errors import TooComplex
 
 K = TypeVar("K")
 R = TypeVar("R")
@@ -133,9 +140,10 @@ def in_one_subtree(data: SearchData, providers: set[int]) -> bool:
 
 class _Walk:
     """One depth-first walk over the slots of one anchor tree (residual capacity in
-    ``taken``, the provider picked per slot in ``picks``, results in ``out``)."""
+    ``taken``, the provider picked per slot in ``picks``, the index of that provider
+    among the slot's choices in ``held``)."""
 
-    __slots__ = ("root", "slots", "inv", "rules", "data", "choices", "taken", "picks", "out")
+    __slots__ = ("root", "slots", "inv", "rules", "data", "choices", "taken", "picks", "held")
 
     def __init__(
         self, root: int, slots: Sequence[Slot], data: SearchData, rules: SearchRules
@@ -145,7 +153,7 @@ class _Walk:
         self.choices = [s.choices.get(root, ()) for s in slots]
         self.taken: dict[tuple[int, int], int] = {}
         self.picks = [0] * len(slots)
-        self.out: list[RawCandidate] = []
+        self.held = [-1] * len(slots)
 
     def fits(self, rp: int, rc_amounts: Sequence[tuple[int, int]]) -> bool:
         inv, taken = self.inv, self.taken
@@ -186,8 +194,80 @@ class _Walk:
                     have[k] = have[k] or flag
         return all(have)
 
-    def emit(self) -> None:
-        self.out.append(RawCandidate(self.root, tuple(self.picks), self.slots))
+    def pruned(self, i: int, last_class: int) -> bool:
+        """Does the pick of slot ``i`` break ``same_subtree`` or, as the unsuffixed
+        group's last class, its required traits?"""
+        if self.rules.same_subtree and not self.subtrees_ok(i):
+            return True
+        return bool(self.rules.required_sets) and i == last_class and not self.traits_ok()
+
+    def run(self, plan: SlotPlan, budget: SearchBudget) -> Iterator[RawCandidate]:
+        """Each candidate of the anchor in turn (see :func:`search_anchor`).
+
+        Iterative, over an explicit stack of choice indexes (``held``), so a caller
+        with enough results simply stops iterating. A slot with a twin
+        (:func:`_twins`) starts at the choice its twin holds: among twins, provider
+        indexes never decrease, so each multiset of providers is walked once, then
+        dealt out in every arrangement (:func:`arrangements`)."""
+        slots, rules, picks, held = self.slots, self.rules, self.picks, self.held
+        n, twin_of, twins = len(slots), plan.twin_of, plan.twins
+        amounts_of, isolating, choices = plan.amounts, plan.isolating, self.choices
+        checks = bool(rules.same_subtree or rules.required_sets)
+        room, steps = budget.max_steps - budget.steps, 0
+        start = [0] * n
+        i = 0
+        try:
+            while i >= 0:
+                amounts, k = amounts_of[i], start[i]
+                if amounts or isolating[i]:
+                    if held[i] >= 0 and amounts:
+                        self.take(picks[i], amounts, -1)
+                    k = self.next_fit(i, k, amounts, isolating[i])
+                    steps += (k if k >= 0 else len(choices[i]) - 1) - start[i] + 1
+                elif k < len(choices[i]):  # nothing to check: the next choice
+                    picks[i] = choices[i][k]
+                    steps += 1
+                else:
+                    k = -1
+                if steps > room:
+                    raise budget.exceeded()
+                if k < 0:
+                    held[i] = -1
+                    i -= 1
+                    continue
+                held[i], start[i] = k, k + 1
+                if checks and self.pruned(i, plan.last_class):
+                    continue
+                if i < n - 1:
+                    i += 1
+                    start[i] = held[twin_of[i]] if twin_of[i] >= 0 else 0
+                    held[i] = -1
+                    continue
+                if not twins:
+                    steps += n  # checked with the next pick
+                    yield RawCandidate(self.root, tuple(picks), slots)
+                    continue
+                for dealt in arrangements(picks, twins):
+                    steps += n
+                    if steps > room:
+                        raise budget.exceeded()
+                    yield RawCandidate(self.root, dealt, slots)
+        finally:
+            budget.steps += steps
+
+    def next_fit(self, i: int, k: int, amounts: Sequence[tuple[int, int]], isolate: bool) -> int:
+        """The first choice of slot ``i`` from index ``k`` that fits what earlier slots
+        took (picked, and its amounts taken), or ``-1``."""
+        choices = self.choices[i]
+        while k < len(choices):
+            rp = choices[k]
+            if (not amounts or self.fits(rp, amounts)) and (not isolate or self.isolated(i, rp)):
+                self.picks[i] = rp
+                if amounts:
+                    self.take(rp, amounts, +1)
+                return k
+            k += 1
+        return -1
 
 
 def _contended(slots: Sequence[Slot]) -> list[bool]:
@@ -208,20 +288,168 @@ def _contended(slots: Sequence[Slot]) -> list[bool]:
 
 class SlotPlan(NamedTuple):
     """What the walk needs to know about the slots alone (the same for every anchor of
-    a batch, so :func:`plan_slots` runs once per batch, not once per anchor)."""
+    a batch, so :func:`plan_slots` runs once per batch, not once per anchor).
 
-    contended: list[bool]
+    ``amounts[i]``: slot ``i``'s amounts when another slot asks for one of its classes
+    (residual capacity must be tracked), else ``()``; ``isolating[i]``: its pick must
+    differ from earlier suffixed picks (``group_policy=isolate``); ``twin_of[i]``: the
+    previous slot interchangeable with it (``-1``: none); ``twins``: the classes of
+    interchangeable slots (two or more each)."""
+
+    amounts: list[tuple[tuple[int, int], ...]]
+    isolating: list[bool]
     last_class: int
+    twin_of: list[int]
+    twins: list[list[int]]
 
 
-def plan_slots(slots: Sequence[Slot]) -> SlotPlan:
+def _twins(slots: Sequence[Slot], rules: SearchRules) -> list[int]:
+    """Per slot, the nearest earlier slot it can swap picks with (``-1``: none).
+
+    Two suffixed slots are interchangeable when they have the same kind, the same
+    amounts, the same choices on every anchor and belong to the same ``same_subtree``
+    sets: swapping their providers turns any candidate into another one (same merged
+    allocations, the two suffixes' mappings swapped), so the walk need only try each
+    *multiset* of providers once. Identical request groups are the common case.
+
+    >>> c = {1: [1, 2]}
+    >>> _twins([Slot("_1", "granular", ((0, 1),), c), Slot("_2", "granular", ((0, 1),), c),
+    ...         Slot("_3", "granular", ((0, 2),), c), Slot("_4", "granular", ((0, 1),), c)],
+    ...        SearchRules())
+    [-1, 0, -1, 1]
+    """
+    out: list[int] = []
+    last: dict[tuple[object, ...], list[int]] = {}
+    for i, slot in enumerate(slots):
+        twin = -1
+        if slot.kind != "class":
+            sets = frozenset(k for k, s in enumerate(rules.same_subtree) if slot.suffix in s)
+            heads = last.setdefault((slot.kind, slot.rc_amounts, sets), [])
+            for n, j in enumerate(heads):
+                if slots[j].choices is slot.choices or slots[j].choices == slot.choices:
+                    twin, heads[n] = j, i
+                    break
+            else:
+                heads.append(i)
+        out.append(twin)
+    return out
+
+
+def plan_slots(slots: Sequence[Slot], rules: SearchRules | None = None) -> SlotPlan:
     """The per-batch part of a walk, computed once per batch.
 
     >>> plan_slots([Slot("", "class", ((0, 1),), {})])
-    SlotPlan(contended=[False], last_class=0)
+    SlotPlan(amounts=[()], isolating=[False], last_class=0, twin_of=[-1], twins=[])
     """
+    rules = rules or SearchRules()
+    contended = _contended(slots)
+    amounts = [s.rc_amounts if c else () for s, c in zip(slots, contended, strict=True)]
+    isolating = [rules.isolate and s.kind == "granular" for s in slots]
     last_class = max((j for j, s in enumerate(slots) if s.kind == "class"), default=-1)
-    return SlotPlan(_contended(slots), last_class)
+    twin_of = _twins(slots, rules)
+    members: dict[int, list[int]] = {}
+    for i, twin in enumerate(twin_of):
+        head = i if twin < 0 else members[twin][0]
+        members.setdefault(head, []).append(i)
+        members[i] = members[head]
+    twins = [m for head, m in members.items() if m[0] == head and len(m) > 1]
+    return SlotPlan(amounts, isolating, last_class, twin_of, twins)
+
+
+DEFAULT_MAX_STEPS = 1_000_000
+"""Steps one request may take when nobody says otherwise (see ``docs/read-path.md``):
+about a second of search; the largest whole-cloud answer of the benchmarks (5,000
+hosts, ~10,000 candidates) takes ~37,000."""
+
+
+class SearchBudget:
+    """The work one request may do: a *step* is one provider tried for one slot, or one
+    provider placed in a candidate produced (a candidate of ``n`` slots costs ``n``, as
+    building, keeping and rendering it does). ``steps`` counts what was done, across
+    every anchor and batch of the request (walks share one budget one after another,
+    never interleaved); going past ``max_steps`` raises :class:`TooComplex`
+    (``rpquery.candidates.too_complex``) instead of running on.
+
+    >>> budget = SearchBudget(2)
+    >>> budget.spend(2); budget.steps
+    2
+    >>> try:
+    ...     budget.spend(1)
+    ... except TooComplex as exc:
+    ...     exc.code
+    'rpquery.candidates.too_complex'
+    """
+
+    __slots__ = ("max_steps", "steps")
+
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        self.max_steps = max_steps
+        self.steps = 0
+
+    def spend(self, steps: int) -> None:
+        self.steps += steps
+        if self.steps > self.max_steps:
+            raise self.exceeded()
+
+    def exceeded(self) -> TooComplex:
+        return TooComplex(
+            "rpquery.candidates.too_complex",
+            f"allocation candidates: the search took more than {self.max_steps} steps "
+            "(max_search_steps); add a limit, ask for fewer or more specific groups, "
+            "or raise max_search_steps",
+            token=str(self.max_steps),
+        )
+
+    def __repr__(self) -> str:
+        return f"SearchBudget(max_steps={self.max_steps}, steps={self.steps})"
+
+
+def arrangements(
+    picks: Sequence[int], twins: Sequence[Sequence[int]]
+) -> Iterator[tuple[int, ...]]:
+    """Every distinct way to deal ``picks`` among twin slots: the providers of each
+    class of twins permuted in every distinct order (lexicographic, starting with
+    ``picks`` itself, whose twins' providers are in non-decreasing order), classes
+    combined. Lazy: a caller with enough stops early.
+
+    >>> list(arrangements([5, 7, 7, 9], [[0, 1, 2]]))
+    [(5, 7, 7, 9), (7, 5, 7, 9), (7, 7, 5, 9)]
+    """
+    work = list(picks)
+
+    def deal(c: int) -> Iterator[tuple[int, ...]]:
+        if c == len(twins):
+            yield tuple(work)
+            return
+        positions = twins[c]
+        for order in _distinct_orders(sorted(work[p] for p in positions)):
+            for p, rp in zip(positions, order, strict=True):
+                work[p] = rp
+            yield from deal(c + 1)
+
+    return deal(0)
+
+
+def _distinct_orders(values: list[int]) -> Iterator[list[int]]:
+    """The distinct permutations of sorted ``values`` in lexicographic order (the
+    classic next-permutation step; one list, changed in place between yields).
+
+    >>> [list(o) for o in _distinct_orders([1, 1, 2])]
+    [[1, 1, 2], [1, 2, 1], [2, 1, 1]]
+    """
+    a, n = values, len(values)
+    while True:
+        yield a
+        i = n - 2
+        while i >= 0 and a[i] >= a[i + 1]:
+            i -= 1
+        if i < 0:
+            return
+        j = n - 1
+        while a[j] <= a[i]:
+            j -= 1
+        a[i], a[j] = a[j], a[i]
+        a[i + 1 :] = a[:i:-1]
 
 
 def search_anchor(
@@ -230,41 +458,16 @@ def search_anchor(
     data: SearchData,
     rules: SearchRules,
     plan: SlotPlan | None = None,
-) -> list[RawCandidate]:
-    """Every allocation request anchored at tree ``root``, in provider-id order
-    (``plan``: :func:`plan_slots` of ``slots``, computed here when not given)."""
+    budget: SearchBudget | None = None,
+) -> Iterator[RawCandidate]:
+    """Every allocation request anchored at tree ``root``, lazily: a caller with
+    enough stops iterating and no more work is done (``plan``: :func:`plan_slots` of
+    ``slots`` and ``rules``, computed here when not given; ``budget``: the steps
+    allowed, a default :class:`SearchBudget` when not given).
+
+    Order: combinations in provider-id order with twins' providers non-decreasing,
+    each followed by its other arrangements among twins."""
     w = _Walk(root, slots, data, rules)
-    if not all(w.choices):  # a slot nobody can fill: nothing to walk
-        return w.out
-    n = len(slots)
-    contended, last_class = plan if plan is not None else plan_slots(slots)
-    check_traits = bool(rules.required_sets)
-    check_subtrees = bool(rules.same_subtree)
-
-    # ``walk`` gets itself as an argument rather than through its closure: a function
-    # that refers to itself through a closure cell is a reference cycle, which kept
-    # each anchor's walk (and through it the batch's search data) alive until the
-    # cyclic GC found it (~95k objects, a 16 ms collection per whole-cloud answer at
-    # 5,000 hosts). Without the cycle, reference counting frees it all at once.
-    def walk(i: int, again: Callable[[int, Any], None]) -> None:
-        if i == n:
-            w.emit()
-            return
-        slot = slots[i]
-        amounts = slot.rc_amounts if contended[i] else ()
-        isolate = rules.isolate and slot.kind == "granular"
-        for rp in w.choices[i]:
-            if (amounts and not w.fits(rp, amounts)) or (isolate and not w.isolated(i, rp)):
-                continue
-            w.picks[i] = rp
-            if amounts:
-                w.take(rp, amounts, +1)
-            if (not check_subtrees or w.subtrees_ok(i)) and (
-                not check_traits or i != last_class or w.traits_ok()
-            ):
-                again(i + 1, again)
-            if amounts:
-                w.take(rp, amounts, -1)
-
-    walk(0, walk)
-    return w.out
+    if not slots or not all(w.choices):  # a slot nobody can fill: nothing to walk
+        return iter(())
+    return w.run(plan or plan_slots(slots, rules), budget or SearchBudget())

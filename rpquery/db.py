@@ -64,9 +64,19 @@ class Database:
     ``begin()`` runs one transaction and turns driver errors into rpquery errors;
     ``connect()`` is the same for reads. Tracers registered with ``add_tracer`` (or
     ``count_statements()``) see every statement sent to the server.
+    ``max_search_steps`` is the allocation-candidate search budget of every request
+    on this database (``None``: the environment's or the default, see
+    ``rpquery.candidates.search_budget``).
     """
 
-    def __init__(self, url: str | URL | Engine = DEFAULT_URL, **engine_kw: Any) -> None:
+    def __init__(
+        self,
+        url: str | URL | Engine = DEFAULT_URL,
+        *,
+        max_search_steps: int | None = None,
+        **engine_kw: Any,
+    ) -> None:
+        self.max_search_steps = max_search_steps
         if isinstance(url, Engine):
             self.engine = url
         else:

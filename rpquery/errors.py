@@ -4,7 +4,7 @@ Every error rpquery raises is an :class:`RpqueryError`. Callers (an API layer, t
 CLI) dispatch on the class or on ``code``, a stable dotted string such as
 ``rpquery.trait.not_found``; they never need to parse ``detail``. There are no HTTP
 types here: the API layer maps classes to status codes (``InvalidRequest`` → 400,
-``NotFound`` → 404, ``Conflict`` and its subclasses → 409).
+``NotFound`` → 404, ``Conflict`` and its subclasses → 409, ``TooComplex`` → 400).
 
 Driver errors never escape: :mod:`rpquery.db` wraps them in :class:`DatabaseError`
 (or :class:`ConcurrentUpdate` for deadlocks and serialization failures), chained with
@@ -118,6 +118,15 @@ class SchemaError(RpqueryError):
     """The database schema is missing, out of date, or not one rpquery can upgrade."""
 
     default_code = "rpquery.schema"
+
+
+class TooComplex(RpqueryError):
+    """A well-formed request whose answer would cost more work than allowed (the
+    allocation-candidate search's step budget): narrow it (``limit``, fewer or more
+    specific groups) or raise the budget. Nothing was written; retrying the same
+    request with the same budget fails the same way."""
+
+    default_code = "rpquery.too_complex"
 
 
 class DatabaseError(RpqueryError):

@@ -1,6 +1,7 @@
 """Property test: on small random clouds (≤ 12 providers, nested trees, sharing
-providers) and random requests, rpquery's candidate set equals the brute-force
-reference of ``tests/reference.py``; with ``limit`` it is a subset of that size.
+providers) and random requests (some with identical granular groups), rpquery's
+candidate set equals the brute-force reference of ``tests/reference.py``; with
+``limit`` it is a subset of that size.
 
 SQLite runs 60 examples by default; with ``CI=true`` every backend runs (30
 examples each, to keep the suite's budget).
@@ -8,6 +9,7 @@ examples each, to keep the suite's budget).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -116,6 +118,9 @@ def requests(draw: st.DrawFn) -> CandidatesRequest:
         gs.append(draw(groups("")))
     n_granular = draw(st.integers(0 if gs else 1, 2))
     gs.extend(draw(groups(f"_{i}")) for i in range(n_granular))
+    if n_granular:  # identical groups: the search walks them once per multiset
+        twins = draw(st.integers(0, 1 if gs[0].suffix == "" else 2))
+        gs.extend(dataclasses.replace(gs[-1], suffix=f"_T{i}") for i in range(twins))
     subtree: tuple[tuple[str, ...], ...] = ()
     if n_granular and draw(st.booleans()):
         gs.append(draw(groups("_R", resourceless=True)))
