@@ -342,6 +342,22 @@ def test_candidates_bad_input(cli: Invoke, args: list[str], code: str, token: st
     assert json.loads(json_result.stderr)["errors"][0]["code"].startswith(code)
 
 
+def test_candidates_past_the_search_budget(cli: Invoke) -> None:
+    """``--max-search-steps``: a request past it exits 1 with its own code; the same
+    groups with ``limit=1`` answer within it; a budget below 1 is a bad request."""
+    groups = "&".join(f"resources{i}=VCPU:1" for i in range(20)) + "&group_policy=none"
+    assert_json_error(
+        cli("candidates", groups, "--max-search-steps", "500", "--json"),
+        "rpquery.candidates.too_complex",
+        exit_code=1,
+    )
+    limited = cli("candidates", groups + "&limit=1", "--max-search-steps", "500", "--json")
+    assert limited.exit_code == 0, limited.output
+    assert len(json.loads(limited.stdout)["allocation_requests"]) == 1
+    bad = cli("candidates", groups, "--max-search-steps", "0")
+    assert_bad_request(bad, "rpquery.request.bad_max_search_steps", "0")
+
+
 def test_candidates_with_extra_specs(cli: Invoke, loaded_url: str) -> None:
     import sqlalchemy as sa
 

@@ -166,12 +166,18 @@ def show_candidates(result: AllocationCandidates, title: str) -> None:
 @click.command("candidates")
 @request_options
 @click.option("--random", "randomize", is_flag=True, help="Pick the limited sample at random.")
+@click.option(
+    "--max-search-steps",
+    type=int,
+    help="Work budget of the search (default: RPQUERY_MAX_SEARCH_STEPS, else 1,000,000).",
+)
 @policy_options
 @json_option
 @handles_errors
 def candidates(
     query: str | None,
     randomize: bool,
+    max_search_steps: int | None,
     extra_specs: str | None,
     nova_compat: bool,
     server_group: str | None,
@@ -188,7 +194,9 @@ def candidates(
         request = dataclasses.replace(request, randomize=True)
     db = get_db()
     policies = build_policies(db, extra_specs, nova_compat, server_group)
-    result = allocation_candidates(db, request, policies=policies)
+    result = allocation_candidates(
+        db, request, policies=policies, max_search_steps=max_search_steps
+    )
     if as_json:
         emit_json(result.to_placement())
     else:
