@@ -242,6 +242,20 @@ def candidates_member_of_any_traits(ctx: Context) -> Prepared:
     )
 
 
+IDENTICAL_GROUPS_50 = (
+    "&".join(f"resources{i}=VCPU:1" for i in range(1, 51)) + "&group_policy=none&limit=1"
+)
+
+
+@scenario("candidates_50_identical_groups_limit1", needs=CANDIDATES)
+def candidates_50_identical_groups_limit1(ctx: Context) -> Prepared:
+    """50 granular groups of ``VCPU:1``, ``group_policy=none``, ``limit=1`` (issue 15:
+    target ≤ 50 ms at 5,000 hosts). No Placement twin: Placement builds every
+    combination before ``limit``: billions on a host with two NUMA nodes."""
+    prepared = candidates(ctx, IDENTICAL_GROUPS_50)
+    return Prepared(run=prepared.run, answer=prepared.answer)
+
+
 @scenario("providers_required_forbidden", needs=("rpquery.provider_list:list_providers",))
 def providers_required_forbidden(ctx: Context) -> Prepared:
     """``GET /resource_providers`` with a required and a forbidden trait."""
