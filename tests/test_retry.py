@@ -61,7 +61,12 @@ def test_retries_log_a_warning_each_and_the_give_up_reraises(
     events: list[RetryEvent] = [r.rpquery_retry for r in caplog.records]  # type: ignore[attr-defined]
     assert [r.name for r in caplog.records] == ["rpquery.write"] * 4
     assert [r.levelno for r in caplog.records] == [logging.WARNING] * 4
-    assert [(e.attempt, e.gave_up) for e in events] == [(1, False), (2, False), (3, False), (4, True)]
+    assert [(e.attempt, e.gave_up) for e in events] == [
+        (1, False),
+        (2, False),
+        (3, False),
+        (4, True),
+    ]
     assert {e.code for e in events} == {"rpquery.concurrent_update"}
     assert "giving up after 4 attempts" in caplog.records[-1].getMessage()
 
@@ -154,7 +159,9 @@ def test_membership_change_without_generation_retries_a_concurrent_group_change(
 
 
 def _claim_request(rp_uuid: str) -> ConsumerAllocations:
-    return ConsumerAllocations(new_uuid(), "proj", "user", "INSTANCE", None, {rp_uuid: {"VCPU": 1}})
+    return ConsumerAllocations(
+        new_uuid(), "proj", "user", "INSTANCE", None, {rp_uuid: {"VCPU": 1}}
+    )
 
 
 def test_allocation_write_retries_a_provider_conflict_and_logs_it(
