@@ -134,8 +134,9 @@ def _check_request(req: ConsumerAllocations) -> ConsumerAllocations:
     consumer_uuid = check_uuid(req.consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
     check_external_id(req.project_id, "rpquery.consumer.bad_project", "project id")
     check_external_id(req.user_id, "rpquery.consumer.bad_user", "user id")
-    check_consumer_type(req.consumer_type)
-    if req.consumer_generation is not None:
+    if req.consumer_type is not None:
+        check_consumer_type(req.consumer_type)
+    if req.consumer_generation is not None and req.generation_checked:
         check_int(
             req.consumer_generation,
             "rpquery.consumer.bad_generation",
@@ -398,21 +399,22 @@ def _write_consumers(conn: Connection, requests: Sequence[ConsumerAllocations]) 
         conn,
         projects={req.project_id for req in live},
         users={req.user_id for req in live},
-        types={req.consumer_type for req in live},
+        types={req.consumer_type for req in live if req.consumer_type is not None},
     )
+    unchecked = [req.consumer_uuid for req in requests if not req.generation_checked]
+    existing = consumers.existing_generations(conn, unchecked) if unchecked else {}
     for req in requests:
         gen = req.consumer_generation
+        if not req.generation_checked:  # before 1.28: whatever generation it is at
+            gen = existing.get(req.consumer_uuid)
         if req.is_empty:
-            if gen is None:
-                consumers.require_absent(conn, req.consumer_uuid)
-            else:
+            if gen is not None:
                 consumers.delete_consumer(conn, req.consumer_uuid, gen)
+            elif req.generation_checked:
+                consumers.require_absent(conn, req.consumer_uuid)
             continue
-        ids = (
-            owners.projects[req.project_id],
-            owners.users[req.user_id],
-            owners.types[req.consumer_type],
-        )
+        type_id = None if req.consumer_type is None else owners.types[req.consumer_type]
+        ids = (owners.projects[req.project_id], owners.users[req.user_id], type_id)
         if gen is None:
             consumers.create_consumer(conn, req.consumer_uuid, *ids)
         else:
@@ -519,22 +521,31 @@ def replace_allocations(db: Database, request: ConsumerAllocations) -> None:
     replace_many(db, [request])
 
 
-def delete_allocations(db: Database, consumer_uuid: str, *, consumer_generation: int) -> None:
+def delete_allocations(
+    db: Database, consumer_uuid: str, *, consumer_generation: int | None
+) -> None:
     """Delete every allocation of a consumer and the consumer itself, if it is still at
-    ``consumer_generation``. ``NotFound`` (``rpquery.consumer.not_found``) if there is
-    no such consumer."""
+    ``consumer_generation`` (``None``: whatever its generation, as Placement's
+    ``DELETE /allocations/{consumer_uuid}``). ``NotFound``
+    (``rpquery.consumer.not_found``) if there is no such consumer."""
     consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
-    check_int(
-        consumer_generation,
-        "rpquery.consumer.bad_generation",
-        "consumer_generation",
-    )
+    if consumer_generation is not None:
+        check_int(
+            consumer_generation,
+            "rpquery.consumer.bad_generation",
+            "consumer_generation",
+        )
 
     def work(conn: Connection) -> None:
         consumers.require_present(conn, consumer_uuid)
         state = read_state(conn, (), [consumer_uuid])
         bump_provider_generations(conn, {p.id: p.generation for p in state.providers.values()})
-        consumers.delete_consumer(conn, consumer_uuid, consumer_generation)
+        generation = consumer_generation
+        if generation is None:
+            generation = consumers.existing_generations(conn, [consumer_uuid]).get(
+                consumer_uuid, -1
+            )
+        consumers.delete_consumer(conn, consumer_uuid, generation)
         conn.execute(allocations.delete().where(allocations.c.consumer_id == consumer_uuid))
 
     run_with_retry(db, work)

@@ -217,6 +217,29 @@ def _summarise(
     )
 
 
+def exclude_nested(answer: AllocationCandidates, limit: int | None = None) -> AllocationCandidates:
+    """The answer as Placement gives it before microversion 1.29, blind to nested
+    trees: only allocation requests taking from at most one provider per tree, then
+    ``limit``, and only the summaries of providers those requests use. Run the search
+    without a limit first (the limit applies after this filter). Call it only when the
+    cloud has nested providers (:func:`rpquery.providers.has_nested`): Placement leaves
+    a flat cloud's answer alone.
+
+    >>> exclude_nested(AllocationCandidates()).to_placement()
+    {'allocation_requests': [], 'provider_summaries': {}}
+    """
+    summaries = answer.provider_summaries
+    kept = [
+        ar
+        for ar in answer.allocation_requests
+        if len({summaries[rp].root_uuid for rp in ar.allocations}) == len(ar.allocations)
+    ]
+    if limit is not None:
+        kept = kept[:limit]
+    used = {rp for ar in kept for rp in ar.allocations}
+    return AllocationCandidates(kept, {u: s for u, s in summaries.items() if u in used})
+
+
 def candidate_statements(
     db_or_conn: Database | Connection, request: CandidatesRequest | Params
 ) -> list[Executable]:
@@ -240,4 +263,5 @@ __all__ = [
     "ResourceSummary",
     "allocation_candidates",
     "candidate_statements",
+    "exclude_nested",
 ]

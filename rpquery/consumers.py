@@ -136,10 +136,31 @@ def _read_created_owner_ids(
 # ---------------------------------------------------------------- consumer rows
 
 
+def generations(db: Database, consumer_uuids: Iterable[str]) -> dict[str, int]:
+    """``{uuid: generation}`` of those of ``consumer_uuids`` that exist (one statement)."""
+    stmt = sa.select(consumers.c.uuid, consumers.c.generation).where(
+        consumers.c.uuid.in_(sorted(set(consumer_uuids)))
+    )
+    with db.connect() as conn:
+        return {uuid: int(gen) for uuid, gen in conn.execute(stmt)}
+
+
+def existing_generations(conn: Connection, consumer_uuids: Iterable[str]) -> dict[str, int]:
+    """``{uuid: generation}`` of those of ``consumer_uuids`` that exist (a locking read,
+    so the generation read is the one the conditional write that follows sees)."""
+    stmt = (
+        sa.select(consumers.c.uuid, consumers.c.generation)
+        .where(consumers.c.uuid.in_(sorted(set(consumer_uuids))))
+        .with_for_update()
+    )
+    return {uuid: int(gen) for uuid, gen in conn.execute(stmt)}
+
+
 def create_consumer(
-    conn: Connection, consumer_uuid: str, project_id: int, user_id: int, type_id: int
+    conn: Connection, consumer_uuid: str, project_id: int, user_id: int, type_id: int | None
 ) -> None:
-    """Insert a new consumer at generation 1 (the generation after its first write).
+    """Insert a new consumer at generation 1 (the generation after its first write);
+    ``type_id=None``: no consumer type (Placement's "unknown").
 
     A concurrent creator of the same uuid makes the unique key fail: that is the
     "consumer is not new" conflict, reported as ``rpquery.consumer.generation_conflict``.
@@ -168,20 +189,23 @@ def update_consumer(
     generation: int,
     project_id: int,
     user_id: int,
-    type_id: int,
+    type_id: int | None,
 ) -> None:
     """Bump the consumer's generation (and set its owner and type) if it is still at
     ``generation``: ``UPDATE consumers SET generation = generation + 1, ... WHERE uuid = :u
-    AND generation = :g``. No row matched → ``rpquery.consumer.generation_conflict``."""
+    AND generation = :g``. No row matched → ``rpquery.consumer.generation_conflict``.
+    ``type_id=None`` leaves the consumer's type as it is."""
+    values: dict[str, object] = {
+        "generation": consumers.c.generation + 1,
+        "project_id": project_id,
+        "user_id": user_id,
+    }
+    if type_id is not None:
+        values["consumer_type_id"] = type_id
     result = conn.execute(
         consumers.update()
         .where(consumers.c.uuid == consumer_uuid, consumers.c.generation == generation)
-        .values(
-            generation=consumers.c.generation + 1,
-            project_id=project_id,
-            user_id=user_id,
-            consumer_type_id=type_id,
-        )
+        .values(values)
     )
     if result.rowcount != 1:
         _raise_generation_conflict(conn, consumer_uuid, generation)

@@ -81,14 +81,20 @@ class ConsumerAllocations:
     "this consumer is new" (writing fails if it already exists). ``allocations`` maps a
     provider uuid to ``{resource class: amount}``; an empty mapping deletes the
     consumer's allocations and the consumer itself.
+
+    Two relaxations serve Placement's older microversions: ``consumer_type=None`` gives a
+    new consumer no type ("unknown", before 1.38) and leaves an existing consumer's type
+    alone; ``generation_checked=False`` (before 1.28) ignores ``consumer_generation``:
+    the consumer is created when absent and updated (or deleted) whatever its generation.
     """
 
     consumer_uuid: str
     project_id: str
     user_id: str
-    consumer_type: str
+    consumer_type: str | None
     consumer_generation: int | None
     allocations: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    generation_checked: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocations", _frozen_allocations(self.allocations))

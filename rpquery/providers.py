@@ -113,6 +113,14 @@ def get_provider(db: Database, rp_uuid: str) -> ResourceProvider:
 # ---------------------------------------------------------------- writes
 
 
+def has_nested(db: Database) -> bool:
+    """Whether any provider has a parent (Placement's "has trees")."""
+    rp = resource_providers
+    with db.connect() as conn:
+        stmt = sa.select(sa.exists().where(rp.c.parent_provider_id.is_not(None)))
+        return bool(conn.execute(stmt).scalar())
+
+
 def claim_generation(conn: Connection, rp_uuid: str, generation: int) -> int:
     """Raise the generation of provider ``rp_uuid`` from ``generation`` (the value the
     caller read) by one, and return the provider id.

@@ -277,3 +277,34 @@ def test_answers_leave_no_cyclic_garbage(numa_pf: Database) -> None:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_exclude_nested_keeps_one_provider_per_tree(db: Database) -> None:
+    """Placement before 1.29 is blind to trees: a request taking from two providers of
+    one tree goes, with the summaries only it used; a flat request on a root and a
+    sharing provider stays."""
+    from rpquery.candidates import exclude_nested
+    from rpquery.providers import has_nested
+
+    assert not has_nested(db)
+    with db.begin() as conn:
+        flat = provider(conn, "incl_flat", inventory={"VCPU": 4, "DISK_GB": 100},
+                        aggregates=[AGG_S])
+        provider(conn, "incl_ss", inventory={"DISK_GB": 100}, aggregates=[AGG_S],
+                 traits=["MISC_SHARES_VIA_AGGREGATE"])
+        tree = provider(conn, "excl_tree", inventory={"DISK_GB": 100})
+        provider(conn, "excl_tree_numa", parent=tree, inventory={"VCPU": 4})
+        assert flat.id != tree.id
+    assert has_nested(db)
+    full = allocation_candidates(db, "resources=VCPU:1,DISK_GB:10")
+    assert ("excl_tree", "DISK_GB", 10) in {t for r in requests_by_name(full) for t in r}
+    blind = exclude_nested(full)
+    assert requests_by_name(blind) == {
+        (("incl_flat", "DISK_GB", 10), ("incl_flat", "VCPU", 1)),
+        (("incl_flat", "VCPU", 1), ("incl_ss", "DISK_GB", 10)),
+    }
+    assert {s.name for s in blind.provider_summaries.values()} == {"incl_flat", "incl_ss"}
+    limited = exclude_nested(full, limit=1)
+    assert len(limited.allocation_requests) == 1
+    used = set(limited.allocation_requests[0].allocations)
+    assert set(limited.provider_summaries) == used

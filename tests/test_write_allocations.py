@@ -3,6 +3,7 @@ constraints, overage, atomic multi-consumer writes, and bad input that writes no
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -111,7 +112,6 @@ BAD_INPUT = [
     ("lowercase-rc", {"rc": "CUSTOM_gpu"}, "rpquery.resource_class.bad_name"),
     ("type-lower", {"consumer_type": "instance"}, "rpquery.consumer.bad_type"),
     ("type-missing", {"consumer_type": ""}, "rpquery.consumer.bad_type"),
-    ("type-none", {"consumer_type": None}, "rpquery.consumer.bad_type"),
     ("project", {"project_id": ""}, "rpquery.consumer.bad_project"),
     ("generation", {"gen": -1}, "rpquery.consumer.bad_generation"),
     ("no-provider", {"rp": "9d4c0a43-7b3c-4c39-9f3d-a4b8e1f0c0de"}, None),
@@ -208,6 +208,54 @@ def test_delete_allocations(db: Database, cn: Ref) -> None:
     assert len(snapshot(db)["allocations"]) == 1
     alloc_api.delete_allocations(db, C1, consumer_generation=1)
     assert snapshot(db)["allocations"] == [] and snapshot(db)["consumers"] == []
+
+
+def consumer_row(db: Database, consumer: str) -> tuple[int, str | None, str]:
+    """(generation, type name or None, project) of one consumer."""
+    stmt = (
+        sa.select(consumers.c.generation, consumer_types.c.name, projects.c.external_id)
+        .select_from(consumers)
+        .outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id)
+        .join(projects, projects.c.id == consumers.c.project_id)
+        .where(consumers.c.uuid == consumer)
+    )
+    with db.connect() as conn:
+        row = conn.execute(stmt).one()
+    return int(row[0]), row[1], row[2]
+
+
+def test_no_consumer_type_gives_none_and_keeps_an_existing_one(db: Database, cn: Ref) -> None:
+    alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 1}}, consumer_type=None))
+    assert consumer_row(db, C1) == (1, None, "proj")  # Placement's "unknown" type
+    alloc_api.replace_allocations(db, req(C2, {cn.uuid: {"VCPU": 1}}, consumer_type="MIGRATION"))
+    alloc_api.replace_allocations(db, req(C2, {cn.uuid: {"VCPU": 2}}, gen=1, consumer_type=None))
+    assert consumer_row(db, C2) == (2, "MIGRATION", "proj")
+
+
+def test_unchecked_generation_creates_updates_and_deletes(db: Database, cn: Ref) -> None:
+    """Before microversion 1.28 writes ignore the consumer generation."""
+
+    def legacy(allocs: dict[str, dict[str, int]], gen: int | None, **kw: Any) -> None:
+        request = req(C1, allocs, gen=gen, consumer_type=None, **kw)
+        alloc_api.replace_allocations(db, dataclasses.replace(request, generation_checked=False))
+
+    legacy({cn.uuid: {"VCPU": 1}}, gen=7)  # absent: created, whatever generation is passed
+    assert consumer_row(db, C1) == (1, None, "proj")
+    legacy({cn.uuid: {"VCPU": 2}}, gen=None, project_id="other")  # exists: updated anyway
+    assert consumer_row(db, C1) == (2, None, "other")
+    assert alloc_api.get_allocations(db, C1) == {cn.uuid: {"VCPU": 2}}
+    legacy({}, gen=None)
+    assert snapshot(db)["consumers"] == [] and snapshot(db)["allocations"] == []
+    legacy({}, gen=None)  # nothing to delete: no error either
+
+
+def test_delete_allocations_without_generation(db: Database, cn: Ref) -> None:
+    alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 2}}))
+    alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 3}}, gen=1))
+    alloc_api.delete_allocations(db, C1, consumer_generation=None)
+    assert snapshot(db)["allocations"] == [] and snapshot(db)["consumers"] == []
+    with pytest.raises(NotFound):
+        alloc_api.delete_allocations(db, C1, consumer_generation=None)
 
 
 def test_replace_many_is_atomic(db: Database, cn: Ref) -> None:
@@ -346,3 +394,10 @@ def test_already_bumped_providers_are_not_bumped_twice(db: Database, cn: Ref) ->
             already_bumped={cn.id},
         )
     assert gens(db) == {"cn1": 1, "cn2": 1}
+
+
+def test_generations_of_existing_consumers(db: Database, cn: Ref) -> None:
+    alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 1}}))
+    alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 2}}, gen=1))
+    assert consumer_api.generations(db, [C1, C2]) == {C1: 2}
+    assert consumer_api.generations(db, []) == {}
