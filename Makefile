@@ -10,8 +10,11 @@ DB ?= sqlite:///rpquery.db
 PYTEST_ARGS ?=
 BENCH_SCALE ?= medium
 BENCH_BACKENDS ?= sqlite,postgresql,mysql
+SEEDS ?= 1-20
+BACKENDS ?= sqlite,postgresql,mysql
+DIFF_REQUESTS ?= 250
 
-.PHONY: help install run test test-fast lint type bench bench-placement placement-venv clean
+.PHONY: help install run test test-fast lint type bench bench-placement placement-venv diff-placement clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -48,6 +51,10 @@ bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs 
 
 placement-venv: $(STAMP) ## Install OpenStack Placement (pinned) into .venv-placement for the compatibility tests
 	$(BIN)/python -m benchmarks.side_by_side
+
+diff-placement: $(STAMP) ## Differential test vs OpenStack Placement on random clouds: SEEDS=1-200 BACKENDS=sqlite,mysql
+	$(BIN)/python -m benchmarks.side_by_side
+	$(BIN)/python -m tests.differential.run --seeds $(SEEDS) --backends $(BACKENDS) --requests $(DIFF_REQUESTS)
 
 clean: ## Remove the virtualenv, caches and the embedded database
 	rm -rf $(VENV) .venv-placement .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*

@@ -1,6 +1,7 @@
 """Side by side with OpenStack Placement: same database, same questions, latency ratio.
 
-``ensure_venv()`` installs ``openstack-placement`` (plus PyMySQL and psycopg) from PyPI
+``ensure_venv()`` installs ``openstack-placement`` (plus PyMySQL, psycopg, and psycopg 2
+for Placement's own writes on PostgreSQL) from PyPI
 into ``.venv-placement``; ``side_by_side()`` times each read scenario's Placement twin
 with ``placement_driver.py`` in that interpreter, compares the answers with rpquery's
 and appends one ``placement`` record per scenario to the run's records.
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-placement"
 PYTHON = VENV / "bin" / "python"
 DRIVER = Path(__file__).with_name("placement_driver.py")
-PACKAGES = ("openstack-placement", "PyMySQL", "psycopg[binary]")
+PACKAGES = ("openstack-placement", "PyMySQL", "psycopg[binary]", "psycopg2-binary")
 #: Pinned versions of Placement and everything it pulls in, so runs are reproducible.
 CONSTRAINTS = Path(__file__).with_name("placement-constraints.txt")
 
@@ -35,7 +36,7 @@ def available() -> tuple[bool, str]:
     if not PYTHON.exists():
         return False, f"{VENV} does not exist (make bench-placement creates it)"
     done = subprocess.run(
-        [str(PYTHON), "-c", "import placement.deploy, pymysql, psycopg"],
+        [str(PYTHON), "-c", "import placement.deploy, pymysql, psycopg, psycopg2"],
         capture_output=True,
         text=True,
     )

@@ -1,0 +1,184 @@
+"""Run the differential test: clouds by seed, on each backend, both sides asked.
+
+::
+
+    python -m tests.differential.run --seeds 1-200 --backends sqlite,postgresql,mysql
+
+(``make diff-placement SEEDS=1-200 BACKENDS=...`` runs this.) Per cloud: a fresh
+database made by rpquery (``db upgrade``), one Placement process that writes the cloud
+through its REST API and then answers every request in one batch, rpquery's library
+answers, the comparison, and a proof for every difference (:mod:`.proofs`). Exit
+status 1 when any difference is unexplained; the first few are printed in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rpquery import migrations
+from rpquery.db import Database
+from tests.differential import report
+from tests.differential.cloud import Cloud, make_cloud, write_requests
+from tests.differential.compare import Answer, placement_answer, rpquery_answer
+from tests.differential.placement import Placement
+from tests.differential.proofs import Judge
+from tests.differential.queries import Query, make_queries
+
+
+@dataclass
+class Difference:
+    backend: str
+    cloud: Cloud
+    index: int
+    query: Query
+    ours: Answer
+    theirs: Answer
+    explained_by: str | None = None
+    why: str = ""
+
+
+@dataclass
+class Stats:
+    backend: str
+    clouds: int = 0
+    requests: int = 0
+    same: int = 0
+    explained: Counter[str] = field(default_factory=Counter)
+    unexplained: list[Difference] = field(default_factory=list)
+
+    def line(self) -> str:
+        known = sum(self.explained.values())
+        detail = ", ".join(f"{k}: {n}" for k, n in sorted(self.explained.items()))
+        return (
+            f"{self.backend}: {self.clouds} clouds, {self.requests} requests, "
+            f"{self.same} same, {known} differences explained as Placement bugs"
+            + (f" ({detail})" if detail else "")
+            + f", {len(self.unexplained)} unexplained"
+        )
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"1-3,7"`` → ``[1, 2, 3, 7]``.
+
+    >>> parse_seeds("1-3,7")
+    [1, 2, 3, 7]
+    """
+    out: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
+def run_cloud(db: Database, backend: str, seed: int, n: int, stats: Stats) -> None:
+    """Write cloud ``seed`` through Placement on ``db``, ask ``n`` requests of both."""
+    cloud = make_cloud(seed)
+    queries = make_queries(cloud, seed, n)
+    url = db.url.render_as_string(hide_password=False)
+    with Placement(url) as placement:
+        writes = write_requests(cloud)
+        for item, answer in zip(writes, placement.ask(writes), strict=True):
+            if answer["status"] >= 300:
+                raise RuntimeError(f"seed {seed}: Placement refused {item}: {answer}")
+        paths = [{"path": q.path} for q in queries]
+        paths += [{"path": q.unlimited().path} for q in queries if q.limit is not None]
+        raw = placement.ask(paths)
+        unlimited = iter(raw[len(queries) :])
+        judge = Judge(cloud, backend, db, placement)
+        for i, (q, theirs) in enumerate(zip(queries, raw, strict=False)):
+            stats.requests += 1
+            ours, other = rpquery_answer(db, q), placement_answer(theirs)
+            full = placement_answer(next(unlimited)) if q.limit is not None else None
+            verdict = judge.verdict(q, ours, other, full)
+            _count(stats, verdict, Difference(backend, cloud, i, q, ours, other))
+    stats.clouds += 1
+
+
+def _count(stats: Stats, verdict: tuple[str | None, str] | None, d: Difference) -> None:
+    if verdict is None:
+        stats.same += 1
+        return
+    d.explained_by, d.why = verdict
+    if d.explained_by:
+        stats.explained[d.explained_by] += 1
+    else:
+        stats.unexplained.append(d)
+
+
+# ---------------------------------------------------------------- databases
+
+
+@contextmanager
+def fresh_database(backend: str) -> Iterator[Database]:
+    """A new database that rpquery created (``db upgrade``), dropped afterwards."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Database(f"sqlite:///{Path(tmp) / 'diff.db'}")
+            migrations.upgrade(db)
+            try:
+                yield db
+            finally:
+                db.dispose()
+        return
+    from tests.conftest import Server, _create_database, _discover, _drop_database
+
+    server: Server = _discover(backend)
+    if server.admin_url is None:
+        raise RuntimeError(f"BACKEND MISSING — {server.reason}")
+    url, name = _create_database(server)
+    db = Database(url.render_as_string(hide_password=False))
+    try:
+        migrations.upgrade(db)
+        yield db
+    finally:
+        db.dispose()
+        _drop_database(server, name)
+
+
+def run_backend(
+    backend: str,
+    seeds: list[int],
+    n: int,
+    progress: Callable[[str], None] | None = None,
+    database: Callable[[str], object] = fresh_database,
+) -> Stats:
+    """Every seed's cloud on ``backend``, each in its own fresh database."""
+    stats = Stats(backend)
+    for seed in seeds:
+        with database(backend) as db:  # type: ignore[attr-defined]
+            run_cloud(db, backend, seed, n, stats)
+        if progress is not None:
+            progress(f"  {backend} seed {seed}: {stats.line()}")
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1-20", help="e.g. 1-200 or 3,9,12-15")
+    parser.add_argument("--backends", default="sqlite,postgresql,mysql")
+    parser.add_argument("--requests", type=int, default=250, help="requests per cloud")
+    parser.add_argument("--show", type=int, default=5, help="differences printed in full")
+    parser.add_argument("--quiet", action="store_true", help="no line per cloud")
+    args = parser.parse_args(argv)
+    seeds = parse_seeds(args.seeds)
+    failed = False
+    for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+        started = time.monotonic()
+        stats = run_backend(backend, seeds, args.requests, None if args.quiet else print)
+        print(f"{stats.line()} [{time.monotonic() - started:.0f} s]", flush=True)
+        for d in stats.unexplained[: args.show]:
+            print(report.describe(d), flush=True)
+        failed = failed or bool(stats.unexplained)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
