@@ -156,8 +156,8 @@ def _inventory(rng: random.Random, rc: str, low: int = 2, high: int = 12) -> Inv
     u = unit(rc)
     total = u * rng.randint(low, high)
     reserved = u * rng.choice((0, 0, 0, 1, 2)) if total > 2 * u else 0
-    min_unit = u * rng.choice((1, 1, 1, 2))
-    step = rng.choice((1, 1, 1, 2)) * (u if rng.random() < 0.5 else 1)
+    min_unit = u * rng.choice((1, 1, 1, 1, 1, 2))
+    step = rng.choice((1, 1, 1, 1, 2)) * (u if rng.random() < 0.5 else 1)
     max_unit = rng.choice((2147483647, total, u * rng.randint(2, 6)))
     max_unit = max(max_unit, min_unit)
     return Inventory(total, reserved, min_unit, max_unit, step, _ratio(rng, total - reserved))
@@ -228,7 +228,7 @@ class _Builder:
 
     def consumers(self) -> None:
         rng = self.rng
-        for _ in range(rng.randint(2, 8)):
+        for _ in range(rng.randint(3, 10)):
             root = rng.choice(self.cloud.roots())
             near = [n for n in self.cloud.providers if self.cloud.root(n) == root]
             sharing = [n for n, p in self.cloud.providers.items() if p.sharing]

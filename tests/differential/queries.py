@@ -82,7 +82,8 @@ def _uuid(rng: random.Random) -> str:
 class _Maker:
     def __init__(self, cloud: Cloud, rng: random.Random) -> None:
         self.cloud, self.rng = cloud, rng
-        self.traits = cloud.traits_used() + [UNUSED_TRAIT]
+        self.traits = cloud.traits_used()  # required ones; forbidden may add UNUSED_TRAIT
+        self.root_traits = sorted(set().union(*(cloud.providers[r].traits for r in cloud.roots())))
         self.classes = cloud.classes_used()
         self.aggs = list(cloud.aggregates.values())
 
@@ -107,33 +108,63 @@ class _Maker:
             out[rc] = unit(rc) * self.rng.choice((1, 1, 1, 2, 2, 3, 5))
         return out
 
-    def traits_filter(self, g: Group) -> None:
+    def traits_filter(self, g: Group, own: set[str] | None = None) -> None:
+        """Random trait filters; with ``own`` (a provider's traits) mostly ones it meets.
+        Forbidden traits avoid the plain required ones (that conflict is made on
+        purpose elsewhere) but may fall inside an any-of set (valid at 1.39)."""
         rng = self.rng
+        pool = sorted(own) if own and rng.random() < 0.8 else self.traits
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            g.required.append(frozenset({rng.choice(pool)}))
+        everything = [*self.traits, UNUSED_TRAIT]
+        if rng.random() < 0.3:
+            anyof = set(rng.sample(everything, rng.randint(1, 2)))
+            g.required.append(frozenset(anyof | {rng.choice(pool)}))
+        plain = {t for x in g.required if len(x) == 1 for t in x}
+        lacking = [t for t in everything if t not in (own or set())]
         for _ in range(rng.choice((0, 0, 1, 1, 2))):
-            g.required.append(frozenset({self.trait()}))
-        if rng.random() < 0.3:
-            g.required.append(frozenset(rng.sample(self.traits, min(3, rng.randint(2, 3)))))
-        for _ in range(rng.choice((0, 0, 0, 1, 1, 2))):
-            g.forbidden.add(self.trait())
+            g.forbidden.add(rng.choice(lacking if rng.random() < 0.7 else everything))
+        g.forbidden -= plain
 
-    def aggs_filter(self, g: Group) -> None:
+    def aggs_filter(self, g: Group, own: set[str] | None = None) -> None:
         rng = self.rng
-        if rng.random() < 0.3:
+        pool = sorted(own) if own and rng.random() < 0.7 else None
+        if rng.random() < 0.25:
             for _ in range(rng.choice((1, 1, 2))):
-                g.member_of.append(frozenset({self.agg() for _ in range(rng.randint(1, 3))}))
+                terms = {self.agg() for _ in range(rng.randint(1, 3))}
+                if pool:
+                    terms.add(rng.choice(pool))
+                g.member_of.append(frozenset(terms))
         if rng.random() < 0.2:
             g.forbidden_aggs.append(frozenset({self.agg() for _ in range(rng.randint(1, 2))}))
 
-    def group(self, suffix: str, resourceful: bool) -> Group:
-        g = Group(suffix)
+    def fitting(self, name: str) -> dict[str, int]:
+        """One or two classes of provider ``name`` with an amount it could take."""
+        p = self.cloud.providers[name]
+        out: dict[str, int] = {}
+        for rc in self.rng.sample(sorted(p.inventory), min(len(p.inventory), 2)):
+            inv = p.inventory[rc]
+            free = int(inv.capacity()) - self.cloud.used(name, rc)
+            amounts = [a for a in range(inv.min_unit, free + 1) if inv.fits(a)][:3]
+            out[rc] = self.rng.choice(amounts) if amounts else unit(rc)
+        return out
+
+    def group(self, suffix: str, resourceful: bool, near: list[str]) -> Group:
+        """A group aimed at one provider of ``near`` most of the time (its classes,
+        traits, aggregates mostly), else at random."""
+        rng, g = self.rng, Group(suffix)
+        target = rng.choice(near) if rng.random() < 0.7 else None
         if resourceful:
-            g.resources = self.resources(
-                self.rng.choice((1, 1, 2, 3) if not suffix else (1, 1, 2))
-            )
-        if self.rng.random() < 0.6:
-            self.traits_filter(g)
-        self.aggs_filter(g)
-        if self.rng.random() < 0.1:
+            if target and self.cloud.providers[target].inventory:
+                g.resources = self.fitting(target)
+            else:
+                g.resources = self.resources(rng.choice((1, 1, 2, 3) if not suffix else (1, 1, 2)))
+        p = self.cloud.providers[target] if target else None
+        if rng.random() < 0.4 or (not resourceful and rng.random() < 0.8):
+            self.traits_filter(g, p.traits if p else None)
+        aggs = (p.aggs | self.cloud.providers[self.cloud.root(p.name)].aggs) if p else None
+        self.aggs_filter(g, aggs)
+        if rng.random() < 0.1:
             g.in_tree = self.provider_uuid()
         return g
 
@@ -168,12 +199,19 @@ class _Maker:
 
     def candidates(self) -> Query:
         rng = self.rng
-        n_suffixed = rng.choice((0, 0, 1, 1, 2, 2, 3))
+        n_suffixed = rng.choice((0, 0, 0, 1, 1, 2, 2, 3))
         suffixes = rng.sample(SUFFIXES, n_suffixed)
         resourceless = [s for s in suffixes if rng.random() < 0.3 and len(suffixes) > 1]
-        groups = [self.group(s, s not in resourceless) for s in suffixes]
+        root = rng.choice(self.cloud.roots())
+        near = self.cloud.tree(root) + [n for n, p in self.cloud.providers.items() if p.sharing]
+        groups = [self.group(s, s not in resourceless, near) for s in suffixes]
         if rng.random() < 0.8 or not any(g.resources for g in groups):
-            groups.insert(0, self.group("", True))
+            groups.insert(0, self.group("", True, near))
+            if rng.random() < 0.3:  # classes from a second provider of the tree
+                more = self.fitting(rng.choice(near))
+                groups[0].resources.update(
+                    {k: v for k, v in more.items() if k not in groups[0].resources}
+                )
         q = Query("candidates", [], groups)
         if len(suffixes) > 1 or rng.random() < 0.2:
             q.group_policy = rng.choice(("none", "isolate"))
@@ -181,9 +219,10 @@ class _Maker:
             members = set(resourceless) | set(rng.sample(suffixes, 2))
             q.same_subtree.append(sorted(members))
         if rng.random() < 0.2:
-            q.root_required.add(self.trait())
+            pool = self.root_traits if self.root_traits and rng.random() < 0.8 else self.traits
+            q.root_required.add(rng.choice(pool))
             if rng.random() < 0.5:
-                q.root_forbidden.add(self.trait())
+                q.root_forbidden.add(rng.choice([*self.traits, UNUSED_TRAIT]))
             q.root_forbidden -= q.root_required
         if rng.random() < 0.15:
             q.limit = rng.randint(1, 4)
@@ -205,11 +244,7 @@ class _Maker:
 
     def providers(self) -> Query:
         rng = self.rng
-        g = Group("")
-        if rng.random() < 0.5:
-            g.resources = self.resources(rng.choice((1, 1, 2)))
-        self.traits_filter(g)
-        self.aggs_filter(g)
+        g = self.group("", rng.random() < 0.5, list(self.cloud.providers))
         if rng.random() < 0.15:
             g.in_tree = self.provider_uuid()
         pairs = self.render_group(g)
