@@ -8,9 +8,9 @@ randomly chosen form (``required=A,!B`` or repeated, ``in:`` any-of, ``member_of
 names, contradictions, missing ``group_policy`` ...): both sides must refuse those.
 
 >>> from tests.differential.cloud import make_cloud
->>> qs = make_queries(make_cloud(3), 3, 50)
+>>> qs = make_queries(make_cloud(3), 3, 100)
 >>> len(qs), {q.kind for q in qs} == {"candidates", "providers", "usages"}
-(50, True)
+(100, True)
 """
 
 from __future__ import annotations
