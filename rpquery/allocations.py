@@ -143,8 +143,16 @@ def _check_request(req: ConsumerAllocations) -> ConsumerAllocations:
             "consumer_generation",
         )
     normalized: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
     for rp_uuid, resources in req.allocations.items():
         rp = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
+        if rp in seen:
+            raise InvalidRequest(
+                "rpquery.allocation.duplicate_provider",
+                f"provider {rp} is named twice (in two forms of its uuid)",
+                token=str(rp_uuid),
+            )
+        seen.add(rp)
         for rc, amount in resources.items():
             catalog.check_resource_class_name(rc)
             check_int(amount, "rpquery.allocation.bad_amount", f"amount of {rc}", minimum=1)

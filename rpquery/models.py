@@ -70,6 +70,14 @@ class Inventory:
 def _frozen_allocations(
     allocations: Mapping[str, Mapping[str, int]],
 ) -> Mapping[str, Mapping[str, int]]:
+    if not isinstance(allocations, Mapping) or not all(
+        isinstance(rcs, Mapping) for rcs in allocations.values()
+    ):
+        raise InvalidRequest(
+            "rpquery.allocation.bad_allocations",
+            "allocations must map provider uuids to {resource class: amount}",
+            token=repr(allocations),
+        )
     return MappingProxyType({rp: MappingProxyType(dict(rcs)) for rp, rcs in allocations.items()})
 
 

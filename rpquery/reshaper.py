@@ -122,6 +122,12 @@ def validate(
     checked: dict[str, ProviderInventories] = {}
     for rp_uuid, provider in inventories.items():
         uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
+        if uuid in checked:
+            raise InvalidRequest(
+                "rpquery.reshape.duplicate_provider",
+                f"provider {uuid} is named twice (in two forms of its uuid)",
+                token=str(rp_uuid),
+            )
         check_int(
             provider.generation,
             "rpquery.provider.bad_generation",

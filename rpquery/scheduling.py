@@ -38,6 +38,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery import allocations as alloc
 from rpquery import candidates as cand
+from rpquery import validation
 from rpquery.consumers import get_consumer
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, Conflict, InvalidRequest, NotFound
@@ -207,7 +208,7 @@ def _check_count(count: int, instance_uuids: Sequence[str] | None) -> list[str]:
         )
     if instance_uuids is None:
         return [str(uuidlib.uuid4()) for _ in range(count)]
-    uuids = [sg.check_uuid(u, "instance uuid") for u in instance_uuids]
+    uuids = [validation.check_uuid(u, sg.BAD_UUID, "instance") for u in instance_uuids]
     if len(uuids) != count or len(set(uuids)) != count:
         raise InvalidRequest(
             "rpquery.schedule.bad_instances",
@@ -304,7 +305,7 @@ def _release(db: Database, group_uuid: str, owner: _Owner, instance_uuids: Seque
 
 def _membership(db: Database, instance_uuid: str) -> tuple[sg.ServerGroup, _Owner, sg.Member]:
     """The instance's group, owner and current hosts; ``NotFound`` if it is no member."""
-    instance_uuid = sg.check_uuid(instance_uuid, "instance uuid")
+    instance_uuid = validation.check_uuid(instance_uuid, sg.BAD_UUID, "instance")
     with db.connect() as conn:
         group_uuid = conn.execute(
             sa.select(sg.server_groups.c.uuid)

@@ -52,13 +52,14 @@ from rpquery.tables import (
     usage_totals,
     users,
 )
+from rpquery.validation import check_external_id, matches
 
 #: How a consumer with no type (NULL ``consumer_type_id``) is reported.
 UNKNOWN = "unknown"
 #: The filter value that sums every consumer into one group.
 ALL = "all"
 
-CONSUMER_TYPE_RE = re.compile(r"^[A-Z0-9_]+$")
+CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]+")
 _MAX_NAME = 255
 
 
@@ -72,7 +73,7 @@ def check_consumer_type_name(name: str) -> str:
     >>> check_consumer_type_name("INSTANCE")
     'INSTANCE'
     """
-    if not isinstance(name, str) or len(name) > _MAX_NAME or not CONSUMER_TYPE_RE.match(name):
+    if not matches(CONSUMER_TYPE_RE, name) or len(name) > _MAX_NAME:
         raise InvalidRequest(
             "rpquery.consumer_type.bad_name",
             f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$ (1-255 characters)",
@@ -88,7 +89,7 @@ def check_consumer_type_filter(value: str | None) -> str | None:
     >>> check_consumer_type_filter("all")
     'all'
     """
-    if value is None or value in (ALL, UNKNOWN):
+    if value is None or (isinstance(value, str) and value in (ALL, UNKNOWN)):
         return value
     return check_consumer_type_name(value)
 
@@ -96,12 +97,7 @@ def check_consumer_type_filter(value: str | None) -> str | None:
 def _check_external_id(value: str | None, what: str, *, optional: bool = False) -> None:
     if value is None and optional:
         return
-    if not isinstance(value, str) or not value or len(value) > 255:
-        raise InvalidRequest(
-            f"rpquery.usages.bad_{what}",
-            f"{what} must be a non-empty string of at most 255 characters",
-            token=str(value),
-        )
+    check_external_id(value, f"rpquery.usages.bad_{what}", what)
 
 
 # ---------------------------------------------------------------- results

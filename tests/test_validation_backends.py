@@ -11,16 +11,34 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from rpquery import associations, catalog, reshaper
+from rpquery import associations, catalog, models, providers, reshaper, usages
 from rpquery import inventory as inv_api
 from rpquery.allocations import replace_allocations
 from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
-from rpquery.errors import InvalidRequest
+from rpquery.errors import Conflict, InvalidRequest
 from rpquery.models import ConsumerAllocations, Inventory
+from rpquery.policies import aggregate_metadata as am
+from rpquery.policies import server_groups as sg
 from rpquery.provider_list import list_providers
-from rpquery.request import ProvidersRequest, RequestGroup
-from rpquery.tables import consumers, inventories, placement_aggregates, traits
+from rpquery.request import (
+    CandidatesRequest,
+    ProvidersRequest,
+    RequestGroup,
+    parse_candidates,
+    parse_providers,
+)
+from rpquery.tables import aggregate_metadata as aggregate_metadata_t
+from rpquery.tables import (
+    consumers,
+    inventories,
+    placement_aggregates,
+    resource_providers,
+    traits,
+)
+from rpquery.tables import server_groups as server_groups_t
+from rpquery.tags import FakeBackend, add_tag, list_tags, replace_tags
+from rpquery.tags import model as tag_model
 from tests.factories import Ref, new_uuid, provider
 
 MAX_INT = 2**31 - 1
@@ -196,3 +214,224 @@ def test_7_upper_case_provider_uuid_names_the_stored_provider(db: Database, cn: 
     assert gen == 1
     assert "DISK_GB" in inv_api.get_inventories(db, f"urn:uuid:{cn.uuid}")
     assert [p.uuid for p in list_providers(db, {"uuid": cn.uuid.upper()})] == [cn.uuid]
+
+
+# ------------------------------------------------------------ 3, 4. lone surrogates and NUL
+
+BAD_TEXT = ["\ud800", "bad\udfffname", "a\x00b", "\x00"]
+
+
+def _alloc(cn: Ref, project: str = "p", user: str = "u") -> ConsumerAllocations:
+    return ConsumerAllocations(new_uuid(), project, user, "INSTANCE", None, {cn.uuid: {"VCPU": 1}})
+
+
+TEXT_FIELDS: list[tuple[str, Callable[[Database, Ref, str], Any], str]] = [
+    (
+        "provider name",
+        lambda db, cn, t: providers.create_provider(db, t),
+        "rpquery.provider.bad_name",
+    ),
+    (
+        "provider rename",
+        lambda db, cn, t: providers.rename_provider(db, cn.uuid, t, generation=0),
+        "rpquery.provider.bad_name",
+    ),
+    (
+        "project id",
+        lambda db, cn, t: replace_allocations(db, _alloc(cn, project=t)),
+        "rpquery.consumer.bad_project",
+    ),
+    (
+        "user id",
+        lambda db, cn, t: replace_allocations(db, _alloc(cn, user=t)),
+        "rpquery.consumer.bad_user",
+    ),
+    (
+        "aggregate metadata key",
+        lambda db, cn, t: am.set_metadata(db, new_uuid(), {t: "v"}),
+        "rpquery.aggregate_metadata.bad_key",
+    ),
+    (
+        "aggregate metadata value",
+        lambda db, cn, t: am.set_metadata(db, new_uuid(), {"k": t}),
+        "rpquery.aggregate_metadata.bad_value",
+    ),
+    (
+        "server group name",
+        lambda db, cn, t: sg.create_group(db, t, "affinity", "p", "u"),
+        "rpquery.server_group.bad_name",
+    ),
+    (
+        "server group project",
+        lambda db, cn, t: sg.create_group(db, "g", "affinity", t, "u"),
+        "rpquery.server_group.bad_project",
+    ),
+    (
+        "server group user",
+        lambda db, cn, t: sg.create_group(db, "g", "affinity", "p", t),
+        "rpquery.server_group.bad_user",
+    ),
+    (
+        "usage project filter",
+        lambda db, cn, t: usages.project_usages(db, t),
+        "rpquery.usages.bad_project_id",
+    ),
+    (
+        "usage user filter",
+        lambda db, cn, t: usages.project_usages(db, "p", user_id=t),
+        "rpquery.usages.bad_user_id",
+    ),
+    (
+        "usage totals filter",
+        lambda db, cn, t: usages.project_usages_total(db, t),
+        "rpquery.usages.bad_project_id",
+    ),
+    (
+        "provider-list name filter",
+        lambda db, cn, t: list_providers(db, {"name": t}),
+        "rpquery.request.bad_text",
+    ),
+    (
+        "provider-list name filter (typed)",
+        lambda db, cn, t: list_providers(db, ProvidersRequest(name=t)),
+        "rpquery.request.bad_text",
+    ),
+    (
+        "candidates query value",
+        lambda db, cn, t: allocation_candidates(db, {"resources": "VCPU:1", "required": t}),
+        "rpquery.request.bad_text",
+    ),
+    (
+        "extra specs",
+        lambda db, cn, t: allocation_candidates(
+            db, "resources=VCPU:1", policies=[am.AggregateMetadataFilter({"k": t})]
+        ),
+        "rpquery.extra_specs.bad_type",
+    ),
+    (
+        "trait prefix",
+        lambda db, cn, t: catalog.list_traits(db, prefix=t),
+        "rpquery.trait.bad_prefix",
+    ),
+    (
+        "instance tag",
+        lambda db, cn, t: add_tag(db, FakeBackend(), new_uuid(), "x" + t),
+        "rpquery.tags.",
+    ),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_TEXT, ids=["surrogate", "inner-surrogate", "nul", "only-nul"])
+@pytest.mark.parametrize(("field", "call", "code"), TEXT_FIELDS, ids=[f[0] for f in TEXT_FIELDS])
+def test_3_4_text_that_is_not_storable_is_refused_everywhere(
+    db: Database, cn: Ref, field: str, call: Any, code: str, bad: str
+) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        call(db, cn, bad)
+    assert err.value.code.startswith(code)
+    assert count(db, consumers) == 0
+    assert count(db, resource_providers) == 1
+    assert count(db, server_groups_t) == 0
+    assert count(db, aggregate_metadata_t) == 0
+
+
+# ------------------------------------------------------------ 6. wrong JSON types
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [
+        (lambda: sg.validate_group(5, "affinity", "p", "u"), "rpquery.server_group.bad_name"),
+        (lambda: sg.validate_group("g", None, "p", "u"), "rpquery.server_group.unknown_policy"),
+        (
+            lambda: sg.validate_group("g", "affinity", None, "u"),
+            "rpquery.server_group.bad_project",
+        ),
+        (
+            lambda: sg.validate_group("g", "anti-affinity", "p", "u", rules=[1]),
+            "rpquery.server_group.unknown_rule",
+        ),
+        (lambda: parse_providers({"name": 5}), "rpquery.request.bad_params"),
+        (lambda: parse_candidates({"resources": None}), "rpquery.request.bad_params"),
+        (lambda: parse_candidates({"resources": ["VCPU:1", 5]}), "rpquery.request.bad_params"),
+        (lambda: parse_candidates(None), "rpquery.request.bad_params"),
+        (lambda: RequestGroup(resources=None), "rpquery.request.bad_params"),
+        (lambda: RequestGroup(required=[5]), "rpquery.request.bad_params"),
+        (lambda: RequestGroup(resources={"VCPU": "1"}), "rpquery.request.bad_amount"),
+        (lambda: RequestGroup(resources={5: 1}), "rpquery.resource_class.bad_name"),
+        (lambda: RequestGroup(in_tree=5), "rpquery.request.bad_in_tree"),
+        (lambda: CandidatesRequest(groups=None), "rpquery.request.bad_params"),
+        (
+            lambda: CandidatesRequest(groups=(RequestGroup(resources={"VCPU": 1}),), limit="5"),
+            "rpquery.request.bad_limit",
+        ),
+        (lambda: catalog.check_trait_name(["CUSTOM_X"]), "rpquery.trait.bad_name"),
+        (
+            lambda: tag_model.validate_namespace(tag_model.DEFAULT_CONFIG, ["user"]),
+            "rpquery.tags.unknown_namespace",
+        ),
+        (
+            lambda: tag_model.validate_tags(tag_model.DEFAULT_CONFIG, "user", 5),
+            "rpquery.tags.bad_list",
+        ),
+        (lambda: tag_model.validate_instance(5), "rpquery.tags.bad_instance"),
+        (lambda: am.validate_items(["k"]), "rpquery.aggregate_metadata.empty"),
+        (lambda: am.check_aggregate_uuid(None), "rpquery.aggregate_metadata.bad_uuid"),
+        (lambda: usages.check_consumer_type_filter(["all"]), "rpquery.consumer_type.bad_name"),
+        (
+            lambda: models.ConsumerAllocations(new_uuid(), "p", "u", "I", None, [1]),
+            "rpquery.allocation.bad_allocations",
+        ),
+        (lambda: reshaper.parse_reshape_body([]), "rpquery.reshape.bad_body"),
+    ],
+)
+def test_6_wrong_json_types_are_invalid_requests(call: Any, code: str) -> None:
+    refused(code, call)
+
+
+def test_6_max_server_per_host_is_bounded(db: Database) -> None:
+    for bad in (2**31, str(2**31), 2**63, 0, "²", 1.5):
+        refused(
+            "rpquery.server_group.bad_rule_value",
+            lambda bad=bad: sg.create_group(
+                db, "g", "anti-affinity", "p", "u", {"max_server_per_host": bad}
+            ),
+        )
+    assert count(db, server_groups_t) == 0
+    group = sg.create_group(db, "g", "anti-affinity", "p", "u", {"max_server_per_host": MAX_INT})
+    assert sg.get_group(db, group.uuid).max_server_per_host == MAX_INT
+
+
+# ------------------------------------------------------------ 7. one uuid rule (continued)
+
+
+def test_7_urn_form_instance_id_shares_the_canonical_tag_set(db: Database) -> None:
+    vm, fake = new_uuid(), FakeBackend()
+    add_tag(db, fake, f"urn:uuid:{vm}", "web")
+    add_tag(db, fake, vm.upper(), "db")
+    assert {t.tag for t in list_tags(db, vm)} == {"web", "db"}
+    assert {t.tag for t in list_tags(db, "{" + vm + "}")} == {"web", "db"}
+    assert fake.instances() == {vm}
+    limit = tag_model.DEFAULT_CONFIG.max_tags
+    replace_tags(db, fake, vm, ["web", "db"] + [f"t{i}" for i in range(limit - 2)])
+    with pytest.raises(Conflict) as err:
+        add_tag(db, fake, f"urn:uuid:{vm}", "one-more")
+    assert err.value.code == "rpquery.tags.limit_reached"
+    assert len(list_tags(db, vm)) == limit
+
+
+def test_7_aggregate_metadata_case_forms_are_one_aggregate(db: Database) -> None:
+    agg = new_uuid()
+    am.set_metadata(db, agg.upper(), {"ssd": "true"})
+    am.set_metadata(db, agg, {"gpu": "yes"})
+    assert dict(am.get_metadata(db, f"urn:uuid:{agg}").items) == {"gpu": "yes", "ssd": "true"}
+    assert [m.aggregate_uuid for m in am.list_metadata(db)] == [agg]
+
+
+def test_7_server_group_members_are_canonical(db: Database) -> None:
+    vm = new_uuid()
+    group = sg.create_group(db, "g", "affinity", "p", "u", group_uuid=new_uuid().upper())
+    assert group.uuid == group.uuid.lower()
+    sg.add_members(db, group.uuid.upper(), [f"urn:uuid:{vm}", vm.upper()])
+    members = sg.show_group(db, "{" + group.uuid + "}").members
+    assert [m.instance_uuid for m in members] == [vm]

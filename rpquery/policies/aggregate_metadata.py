@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Select
 
+from rpquery import validation
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest, NotFound
 from rpquery.policies.base import HostPolicy
@@ -53,7 +54,6 @@ from rpquery.tables import (
 
 MAX_KEY_LENGTH = 255
 MAX_VALUE_LENGTH = 255
-_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -83,25 +83,33 @@ def _bad(what: str, detail: str, token: str) -> InvalidRequest:
 
 
 def check_aggregate_uuid(value: object) -> str:
-    """A Placement aggregate uuid in its 36-character form (stored as given)."""
-    if not isinstance(value, str) or not _UUID_RE.match(value):
-        raise _bad("bad_uuid", f"not an aggregate uuid: {value!r}", str(value))
-    return value
+    """An aggregate uuid, canonical (:func:`rpquery.validation.check_uuid`): the form
+    stored and compared, so upper and lower case name one aggregate on every backend."""
+    return validation.check_uuid(value, "rpquery.aggregate_metadata.bad_uuid", "aggregate")
 
 
 def check_key(key: object) -> str:
     """Keys: 1..255 characters, no control characters, no surrounding whitespace."""
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
         raise _bad("bad_key", f"keys must be 1 to {MAX_KEY_LENGTH} characters", str(key))
-    if key != key.strip() or _CONTROL_RE.search(key):
-        raise _bad("bad_key", f"key {key!r} has surrounding whitespace or control characters", key)
+    if key != key.strip() or _CONTROL_RE.search(key) or validation.text_problem(key):
+        raise _bad(
+            "bad_key",
+            f"key {key!r} has surrounding whitespace, control characters or lone surrogates",
+            key,
+        )
     return key
 
 
 def check_value(key: str, value: object) -> str:
     """Values: strings up to 255 characters; ``!`` never combined with anything;
     ``force_metadata_check`` only "True"/"False" (any case), stored as "True"/"False"."""
-    if not isinstance(value, str) or len(value) > MAX_VALUE_LENGTH or _CONTROL_RE.search(value):
+    if (
+        not isinstance(value, str)
+        or len(value) > MAX_VALUE_LENGTH
+        or _CONTROL_RE.search(value)
+        or validation.text_problem(value)
+    ):
         raise _bad(
             "bad_value",
             f"value of {key!r} must be at most {MAX_VALUE_LENGTH} printable characters",
@@ -151,7 +159,7 @@ def _read(conn: Connection, aggregate_uuid: str) -> dict[str, str]:
 
 def get_metadata(db: Database, aggregate_uuid: str) -> AggregateMetadata:
     """The metadata of one aggregate (empty when it has none)."""
-    check_aggregate_uuid(aggregate_uuid)
+    aggregate_uuid = check_aggregate_uuid(aggregate_uuid)
     with db.connect() as conn:
         return AggregateMetadata(aggregate_uuid, _read(conn, aggregate_uuid))
 
@@ -193,7 +201,7 @@ def set_metadata(db: Database, aggregate_uuid: str, items: Mapping[str, str]) ->
     >>> set_metadata(db, agg, {"ssd": "true", "force_metadata_check": "true"})  # doctest: +SKIP
     AggregateMetadata(aggregate_uuid=..., items={'force_metadata_check': 'True', 'ssd': 'true'})
     """
-    check_aggregate_uuid(aggregate_uuid)
+    aggregate_uuid = check_aggregate_uuid(aggregate_uuid)
     checked = validate_items(items)
     with db.begin() as conn:
         current = _read(conn, aggregate_uuid)
@@ -205,8 +213,8 @@ def replace_metadata(
     db: Database, aggregate_uuid: str, items: Mapping[str, str]
 ) -> AggregateMetadata:
     """Make ``items`` the whole metadata of one aggregate (empty ``items`` clears it)."""
-    check_aggregate_uuid(aggregate_uuid)
-    checked = validate_items(items) if items else {}
+    aggregate_uuid = check_aggregate_uuid(aggregate_uuid)
+    checked = {} if isinstance(items, Mapping) and not items else validate_items(items)
     with db.begin() as conn:
         current = _read(conn, aggregate_uuid)
         gone = [k for k in current if k not in checked]
@@ -221,8 +229,9 @@ def replace_metadata(
 def unset_metadata(db: Database, aggregate_uuid: str, keys: Iterable[str]) -> AggregateMetadata:
     """Delete keys of one aggregate; all or nothing: an unknown key raises
     :class:`NotFound` (``rpquery.aggregate_metadata.key_not_found``) and deletes none."""
-    check_aggregate_uuid(aggregate_uuid)
-    wanted = sorted({check_key(k) for k in keys})
+    aggregate_uuid = check_aggregate_uuid(aggregate_uuid)
+    given = validation.check_str_list(keys, "rpquery.aggregate_metadata.bad_key", "keys")
+    wanted = sorted({check_key(k) for k in given})
     if not wanted:
         raise _bad("empty", "give at least one KEY to unset", "")
     with db.begin() as conn:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rpquery.errors import InvalidRequest
+from rpquery.validation import text_problem
 
 #: The scope of nova's AggregateInstanceExtraSpecsFilter; scoped keys are plain keys.
 SCOPE = "aggregate_instance_extra_specs"
@@ -193,10 +194,17 @@ def validate_extra_specs(extra_specs: object, *, nova_compat: bool = False) -> d
         )
     checked: dict[str, str] = {}
     for key, value in extra_specs.items():
-        if not isinstance(key, str) or not key or not isinstance(value, str):
+        if (
+            not isinstance(key, str)
+            or not key
+            or not isinstance(value, str)
+            or text_problem(key)
+            or text_problem(value)
+        ):
             raise InvalidRequest(
                 "rpquery.extra_specs.bad_type",
-                f"extra spec {key!r}: keys must be non-empty strings and values strings",
+                f"extra spec {key!r}: keys must be non-empty strings and values strings, "
+                "without NUL characters or lone surrogates",
                 token=str(key),
             )
         if not nova_compat:

@@ -17,6 +17,7 @@ providers are not hosts). Member counts per host come from one grouped statement
 
 from __future__ import annotations
 
+import re
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
+from rpquery import validation
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InvalidRequest, NotFound
 from rpquery.policies import group_hosts as gh
@@ -62,6 +64,8 @@ POLICY_RULES: dict[str, frozenset[str]] = {
 #: the allocation write path: a scheduler must pick again with fresh member counts.
 #: :func:`add_members` / :func:`remove_members` (no generation from the caller) retry it.
 GENERATION_CONFLICT = "rpquery.server_group.generation_conflict"
+#: Code of a group or instance uuid that is not a uuid.
+BAD_UUID = "rpquery.server_group.bad_uuid"
 
 
 # ---------------------------------------------------------------- values
@@ -153,16 +157,8 @@ def _bad(code: str, detail: str, token: str) -> InvalidRequest:
     return InvalidRequest(f"rpquery.server_group.{code}", detail, token=token)
 
 
-def check_uuid(value: str, what: str = "uuid") -> str:
-    """Return ``value`` in canonical form or raise ``rpquery.server_group.bad_uuid``."""
-    try:
-        return str(uuidlib.UUID(str(value)))
-    except ValueError:
-        raise _bad("bad_uuid", f"invalid {what} {value!r}", str(value)) from None
-
-
-def _check_policies(policies: str | Sequence[str]) -> str:
-    given = [policies] if isinstance(policies, str) else list(policies)
+def _check_policies(policies: object) -> str:
+    given = validation.check_str_list(policies, "rpquery.server_group.unknown_policy", "policies")
     for policy in given:
         if policy not in POLICIES:
             raise _bad(
@@ -181,7 +177,8 @@ def _check_policies(policies: str | Sequence[str]) -> str:
     return given[0]
 
 
-def _check_rules(policy: str, rules: Mapping[str, Any]) -> int | None:
+def _check_rules(policy: str, given: object) -> int | None:
+    rules = validation.check_mapping(given, "rpquery.server_group.unknown_rule", "rules")
     for key in rules:
         if key != MAX_SERVER_PER_HOST:
             raise _bad("unknown_rule", f"unknown rule {key!r}", str(key))
@@ -190,23 +187,17 @@ def _check_rules(policy: str, rules: Mapping[str, Any]) -> int | None:
     if policy != ANTI_AFFINITY:
         return None
     value = rules.get(MAX_SERVER_PER_HOST, 1)
-    number = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if isinstance(value, str) and value.strip().isdigit():
-        number = int(value)
-    if number is None or number < 1:
-        raise _bad(
-            "bad_rule_value",
-            f"{MAX_SERVER_PER_HOST} must be an integer >= 1, got {value!r}",
-            str(value),
-        )
-    return number
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,10}\s*", value):
+        value = int(value)
+    return validation.check_int(
+        value, "rpquery.server_group.bad_rule_value", MAX_SERVER_PER_HOST, minimum=1
+    )
 
 
-def _check_text(value: str, what: str) -> str:
-    text = (value or "").strip()
-    if not text or len(text) > 255:
-        raise _bad(f"bad_{what}", f"{what} must be 1 to 255 characters, got {value!r}", value)
-    return text
+def _check_text(value: object, what: str) -> str:
+    """1 to 255 characters of storable text, stored without surrounding whitespace."""
+    code = f"rpquery.server_group.bad_{what}"
+    return validation.check_text(value, code, what, allow_blank=False).strip()
 
 
 def validate_group(
@@ -229,7 +220,7 @@ def validate_group(
         policy=policy,
         project_id=_check_text(project_id, "project"),
         user_id=_check_text(user_id, "user"),
-        max_server_per_host=_check_rules(policy, rules or {}),
+        max_server_per_host=_check_rules(policy, {} if rules is None else rules),
     )
 
 
@@ -252,7 +243,9 @@ def _row_to_group(row: Any) -> ServerGroup:
 def load_group(conn: Connection, group_uuid: str) -> ServerGroup:
     """The group named by ``group_uuid``; ``NotFound`` (``rpquery.server_group.not_found``)."""
     row = conn.execute(
-        sa.select(server_groups).where(server_groups.c.uuid == check_uuid(group_uuid))
+        sa.select(server_groups).where(
+            server_groups.c.uuid == validation.check_uuid(group_uuid, BAD_UUID, "server group")
+        )
     ).first()
     if row is None:
         raise NotFound(
@@ -279,7 +272,11 @@ def create_group(
     'soft-affinity'
     """
     spec = validate_group(name, policies, project_id, user_id, rules)
-    new_uuid = check_uuid(group_uuid) if group_uuid else str(uuidlib.uuid4())
+    new_uuid = (
+        validation.check_uuid(group_uuid, BAD_UUID, "server group")
+        if group_uuid
+        else str(uuidlib.uuid4())
+    )
     with db.begin() as conn:
         taken = conn.execute(
             sa.select(server_groups.c.id).where(server_groups.c.uuid == new_uuid)
@@ -342,7 +339,7 @@ def add_members_conn(
     Instances already in this group are skipped; an instance of another group is a
     ``Conflict`` (``rpquery.server_group.member_conflict``).
     """
-    wanted = sorted({check_uuid(u, "instance uuid") for u in instance_uuids})
+    wanted = sorted({validation.check_uuid(u, BAD_UUID, "instance") for u in instance_uuids})
     group = bump_generation(conn, group)
     if not wanted:
         return group
@@ -368,7 +365,7 @@ def add_members_conn(
 def add_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) -> ServerGroup:
     """Add instances to a group (idempotent for existing members). The caller gives no
     generation, so a concurrent change of the group is retried (:func:`_unguarded`)."""
-    uuids = [check_uuid(u, "instance uuid") for u in instance_uuids]
+    uuids = [validation.check_uuid(u, BAD_UUID, "instance") for u in instance_uuids]
 
     def once() -> ServerGroup:
         with db.begin() as conn:
@@ -380,7 +377,7 @@ def add_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) ->
 def remove_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) -> ServerGroup:
     """Remove instances from a group; instances that are not members are ignored. The
     caller gives no generation, so a concurrent change of the group is retried."""
-    uuids = sorted({check_uuid(u, "instance uuid") for u in instance_uuids})
+    uuids = sorted({validation.check_uuid(u, BAD_UUID, "instance") for u in instance_uuids})
 
     def once() -> ServerGroup:
         with db.begin() as conn:
@@ -405,8 +402,10 @@ def _unguarded(work: Callable[[], ServerGroup], what: str) -> ServerGroup:
     return retrying(
         work,
         LOCKED_WRITES,
-        retry_if=lambda e: isinstance(e, ConcurrentUpdate)
-        and e.code in (GENERATION_CONFLICT, "rpquery.concurrent_update"),
+        retry_if=lambda e: (
+            isinstance(e, ConcurrentUpdate)
+            and e.code in (GENERATION_CONFLICT, "rpquery.concurrent_update")
+        ),
         logger="rpquery.server_group",
         what=what,
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from rpquery.errors import InvalidRequest
+from rpquery.validation import check_str_list
 
 SOFT_AFFINITY = "ServerGroupSoftAffinityWeigher"
 SOFT_ANTI_AFFINITY = "ServerGroupSoftAntiAffinityWeigher"
@@ -112,7 +113,8 @@ def parse_multipliers(items: Iterable[str]) -> dict[str, str]:
     {'ServerGroupSoftAffinityWeigher': '2'}
     """
     out: dict[str, str] = {}
-    for item in items:
+    code = "rpquery.weigher.bad_multiplier"
+    for item in check_str_list(items, code, "weigher multipliers"):
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise InvalidRequest(

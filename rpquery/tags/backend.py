@@ -89,7 +89,7 @@ def ganeti_rejects(tag: str) -> str | None:
     """Why Ganeti would refuse ``tag``, or ``None`` when it is acceptable."""
     if len(tag) > GANETI_MAX_LENGTH:
         return f"tag {tag!r} is longer than {GANETI_MAX_LENGTH} characters"
-    if not GANETI_TAG_RE.match(tag):
+    if not GANETI_TAG_RE.fullmatch(tag):
         return f"tag {tag!r} has characters outside [A-Za-z0-9_.+*/:@-]"
     return None
 

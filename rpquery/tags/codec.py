@@ -61,7 +61,7 @@ def decode(encoded: str) -> str:
     exactly what :func:`encode` would produce for some tag (wrong alphabet, broken
     escapes, invalid UTF-8, lower-case or needless escapes).
     """
-    if not ENCODED_ALPHABET.match(encoded):
+    if not ENCODED_ALPHABET.fullmatch(encoded):
         raise _bad_encoding(encoded, "characters outside the codec's alphabet")
     quoted = encoded.replace("*", "_").replace("/", "%")
     try:

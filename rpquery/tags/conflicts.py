@@ -22,7 +22,13 @@ from sqlalchemy.engine import Connection
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
 from rpquery.tables import instance_tag_conflicts as rules_t
-from rpquery.tags.model import DEFAULT_CONFIG, TagConfig, validate_namespace, validate_tag
+from rpquery.tags.model import (
+    DEFAULT_CONFIG,
+    TagConfig,
+    tag_list,
+    validate_namespace,
+    validate_tag,
+)
 
 #: A set of unordered pairs of tags that exclude each other.
 Rules = frozenset[frozenset[str]]
@@ -47,8 +53,14 @@ def parse_rules(
     """
     validate_namespace(config, namespace)
     out: dict[tuple[str, str], ConflictRule] = {}
-    for a, b in pairs:
-        a, b = sorted((validate_tag(config, namespace, a), validate_tag(config, namespace, b)))
+    for pair in tag_list(pairs):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise InvalidRequest(
+                "rpquery.tags.bad_conflict", "a conflict rule is a pair of tags", token=repr(pair)
+            )
+        a, b = sorted(
+            (validate_tag(config, namespace, pair[0]), validate_tag(config, namespace, pair[1]))
+        )
         if a == b:
             raise InvalidRequest(
                 "rpquery.tags.bad_conflict", f"tag {a!r} cannot conflict with itself", token=a

@@ -21,11 +21,11 @@ Validation happens here, before anything touches the database:
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rpquery import validation
 from rpquery.errors import InvalidRequest
 from rpquery.tags import codec
 
@@ -58,9 +58,9 @@ class TagConfig:
 
     def __post_init__(self) -> None:
         for name, prefix in self.prefixes.items():
-            if not _NAMESPACE_RE.match(name):
+            if not _NAMESPACE_RE.fullmatch(name):
                 raise ValueError(f"bad namespace name {name!r}")
-            if not prefix or not BACKEND_TAG_RE.match(prefix):
+            if not prefix or not BACKEND_TAG_RE.fullmatch(prefix):
                 raise ValueError(f"prefix {prefix!r} breaks the backend tag rule")
         ordered = sorted(self.prefixes.values())
         for a, b in zip(ordered, ordered[1:], strict=False):
@@ -128,22 +128,13 @@ class TagWriteResult:
 
 
 def validate_instance(instance_uuid: str) -> str:
-    """The instance uuid, lower-cased; ``rpquery.tags.bad_instance`` otherwise."""
-    try:
-        ok = len(instance_uuid) == 36 and uuid.UUID(instance_uuid) is not None
-    except (ValueError, AttributeError, TypeError):
-        ok = False
-    if not ok:
-        raise InvalidRequest(
-            "rpquery.tags.bad_instance",
-            f"instance {instance_uuid!r} is not a uuid",
-            token=str(instance_uuid),
-        )
-    return instance_uuid.lower()
+    """The instance uuid, canonical (:func:`rpquery.validation.check_uuid`): every
+    accepted form of one uuid names one tag set. ``rpquery.tags.bad_instance``."""
+    return validation.check_uuid(instance_uuid, "rpquery.tags.bad_instance", "instance")
 
 
 def validate_namespace(config: TagConfig, namespace: str) -> str:
-    if namespace not in config.prefixes:
+    if not isinstance(namespace, str) or namespace not in config.prefixes:
         raise InvalidRequest(
             "rpquery.tags.unknown_namespace",
             f"unknown namespace {namespace!r}; known: {', '.join(sorted(config.prefixes))}",
@@ -152,7 +143,7 @@ def validate_namespace(config: TagConfig, namespace: str) -> str:
     return namespace
 
 
-def validate_tag(config: TagConfig, namespace: str, tag: str) -> str:
+def validate_tag(config: TagConfig, namespace: str, tag: object) -> str:
     """``tag`` unchanged when acceptable in ``namespace``; ``InvalidRequest`` otherwise."""
     if not isinstance(tag, str) or not tag:
         raise InvalidRequest(
@@ -160,6 +151,8 @@ def validate_tag(config: TagConfig, namespace: str, tag: str) -> str:
         )
     if len(tag) > config.max_length:
         raise _bad(tag, "rpquery.tags.too_long", f"longer than {config.max_length} characters")
+    if "\x00" in tag:
+        raise _bad(tag, "rpquery.tags.bad_character", "contains a NUL character")
     for char in "/,":
         if char in tag:
             raise _bad(
@@ -173,15 +166,16 @@ def validate_tag(config: TagConfig, namespace: str, tag: str) -> str:
             f"backend form is {len(form)} characters, over the backend's "
             f"{config.backend_max_length}",
         )
-    if not BACKEND_TAG_RE.match(form):  # pragma: no cover - the codec guarantees it
+    if not BACKEND_TAG_RE.fullmatch(form):  # pragma: no cover - the codec guarantees it
         raise _bad(tag, "rpquery.tags.backend_rejects", "backend form breaks the tag alphabet")
     return tag
 
 
 def validate_tags(config: TagConfig, namespace: str, tags: Iterable[str]) -> tuple[str, ...]:
     """Validated tags, duplicates dropped (first occurrence kept), at most
-    ``max_tags`` of them (``rpquery.tags.too_many``)."""
-    out = tuple(dict.fromkeys(validate_tag(config, namespace, t) for t in tags))
+    ``max_tags`` of them (``rpquery.tags.too_many``); ``tags`` is a list (or any other
+    iterable but a string or a mapping: ``rpquery.tags.bad_list``)."""
+    out = tuple(dict.fromkeys(validate_tag(config, namespace, t) for t in tag_list(tags)))
     if len(out) > config.max_tags:
         raise InvalidRequest(
             "rpquery.tags.too_many",
@@ -189,6 +183,17 @@ def validate_tags(config: TagConfig, namespace: str, tags: Iterable[str]) -> tup
             token=out[config.max_tags],
         )
     return out
+
+
+def tag_list(tags: object) -> list[object]:
+    """``tags`` as a list: any iterable but a string, bytes or a mapping."""
+    if isinstance(tags, str | bytes | Mapping) or not isinstance(tags, Iterable):
+        raise InvalidRequest(
+            "rpquery.tags.bad_list",
+            f"tags must be a list of strings, got {type(tags).__name__}",
+            token=repr(tags),
+        )
+    return list(tags)
 
 
 def _bad(tag: str, code: str, why: str) -> InvalidRequest:

@@ -32,6 +32,7 @@ from rpquery.tags.model import (
     DEFAULT_CONFIG,
     TagConfig,
     TagStatus,
+    tag_list,
     validate_namespace,
     validate_tag,
 )
@@ -63,7 +64,7 @@ def parse_filter(
     def one(value: str | Sequence[str] | None) -> tuple[str, ...]:
         if value is None:
             return ()
-        items = value.split(",") if isinstance(value, str) else list(value)
+        items = value.split(",") if isinstance(value, str) else tag_list(value)
         return tuple(dict.fromkeys(validate_tag(config, namespace, t) for t in items))
 
     return TagFilter(one(tags), one(tags_any), one(not_tags), one(not_tags_any), include_pending)
