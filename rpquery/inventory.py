@@ -56,10 +56,18 @@ class _Current:
 # ---------------------------------------------------------------- validation (pure)
 
 
+_CODES = {
+    "total": "rpquery.inventory.bad_total",
+    "reserved": "rpquery.inventory.bad_reserved",
+    "min_unit": "rpquery.inventory.bad_min_unit",
+    "max_unit": "rpquery.inventory.bad_max_unit",
+    "step_size": "rpquery.inventory.bad_step_size",
+    "allocation_ratio": "rpquery.inventory.bad_allocation_ratio",
+}
+
+
 def _bad(rc: str, field: str, detail: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"rpquery.inventory.bad_{field}", f"inventory of {rc}: {detail}", token=f"{rc}.{field}"
-    )
+    return InvalidRequest(_CODES[field], f"inventory of {rc}: {detail}", token=f"{rc}.{field}")
 
 
 def check_inventory(rc: str, inv: Inventory) -> Inventory:
@@ -76,7 +84,7 @@ def check_inventory(rc: str, inv: Inventory) -> Inventory:
         )
     check_ratio(
         inv.allocation_ratio,
-        "rpquery.inventory.bad_allocation_ratio",
+        _CODES["allocation_ratio"],
         f"inventory of {rc}: allocation_ratio",
         token=f"{rc}.allocation_ratio",
     )

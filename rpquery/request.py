@@ -82,16 +82,20 @@ class RequestGroup:
         object.__setattr__(self, "forbidden_aggs", _names(self.forbidden_aggs, "forbidden_aggs"))
         _validate_group(self)
         # aggregate and tree uuids are compared in their canonical form
-        canonical = {a: _check_uuid(a, "request.bad_aggregate") for s in self.member_of for a in s}
+        canonical = {
+            a: check_uuid(a, "rpquery.request.bad_aggregate") for s in self.member_of for a in s
+        }
         object.__setattr__(
             self, "member_of", tuple(frozenset(canonical[a] for a in s) for s in self.member_of)
         )
         forbidden_aggs = frozenset(
-            _check_uuid(a, "request.bad_aggregate") for a in self.forbidden_aggs
+            check_uuid(a, "rpquery.request.bad_aggregate") for a in self.forbidden_aggs
         )
         object.__setattr__(self, "forbidden_aggs", forbidden_aggs)
         if self.in_tree is not None:
-            object.__setattr__(self, "in_tree", _check_uuid(self.in_tree, "request.bad_in_tree"))
+            object.__setattr__(
+                self, "in_tree", check_uuid(self.in_tree, "rpquery.request.bad_in_tree")
+            )
 
     def __hash__(self) -> int:
         return hash(
@@ -185,7 +189,7 @@ class ProvidersRequest:
 
     def __post_init__(self) -> None:
         if self.uuid is not None:
-            object.__setattr__(self, "uuid", _check_uuid(self.uuid, "request.bad_uuid"))
+            object.__setattr__(self, "uuid", check_uuid(self.uuid, "rpquery.request.bad_uuid"))
         if self.name is not None:
             check_text(self.name, "rpquery.request.bad_text", "name", max_length=MAX_INT)
         if not isinstance(self.filters, RequestGroup):
@@ -237,10 +241,6 @@ def _validate_group(g: RequestGroup) -> None:
 
 def _clashes(g: RequestGroup) -> set[str]:
     return {t for s in g.required for t in s} & g.forbidden
-
-
-def _check_uuid(value: object, code: str) -> str:
-    return check_uuid(value, f"rpquery.{code}")
 
 
 def _validate_candidates(r: CandidatesRequest) -> None:
@@ -409,11 +409,11 @@ def parse_member_of(key: str, values: list[str]) -> tuple[list[frozenset[str]], 
         negate = value.startswith("!")
         body = value[1:] if negate else value
         if body.startswith("in:"):
-            uuids = [_check_uuid(u, "request.bad_aggregate") for u in _items(key, body[3:])]
+            uuids = [check_uuid(u, "rpquery.request.bad_aggregate") for u in _items(key, body[3:])]
         elif "," in body:
             raise _fail("request.bad_aggregate", "several aggregates need in:", value)
         else:
-            uuids = [_check_uuid(body.strip(), "request.bad_aggregate")]
+            uuids = [check_uuid(body.strip(), "rpquery.request.bad_aggregate")]
         if negate:
             forbidden.update(uuids)
         else:
@@ -434,7 +434,7 @@ def _group_from(suffix: str, params: dict[str, list[str]]) -> RequestGroup:
     required, forbidden = parse_required(req_key, params.get(req_key, []))
     member_of, forbidden_aggs = parse_member_of(mem_key, params.get(mem_key, []))
     in_tree = (
-        _check_uuid(_single(tree_key, params[tree_key]), "request.bad_in_tree")
+        check_uuid(_single(tree_key, params[tree_key]), "rpquery.request.bad_in_tree")
         if tree_key in params
         else None
     )
@@ -523,7 +523,7 @@ def parse_providers(params: Params) -> ProvidersRequest:
         token = next(s for s in suffixes if s)
         raise _fail("request.unknown_parameter", "resource provider lists take no suffix", token)
     uuid = (
-        _check_uuid(_single("uuid", multi["uuid"]), "request.bad_uuid")
+        check_uuid(_single("uuid", multi["uuid"]), "rpquery.request.bad_uuid")
         if "uuid" in multi
         else None
     )

@@ -94,10 +94,10 @@ def check_consumer_type_filter(value: str | None) -> str | None:
     return check_consumer_type_name(value)
 
 
-def _check_external_id(value: str | None, what: str, *, optional: bool = False) -> None:
+def _check_external_id(value: str | None, code: str, what: str, *, optional: bool = False) -> None:
     if value is None and optional:
         return
-    check_external_id(value, f"rpquery.usages.bad_{what}", what)
+    check_external_id(value, code, what)
 
 
 # ---------------------------------------------------------------- results
@@ -568,8 +568,8 @@ def _run_usages(
     consumer_type: str | None,
     shape_of: Any,
 ) -> UsageReport:
-    _check_external_id(project_id, "project_id")
-    _check_external_id(user_id, "user_id", optional=True)
+    _check_external_id(project_id, "rpquery.usages.bad_project_id", "project_id")
+    _check_external_id(user_id, "rpquery.usages.bad_user_id", "user_id", optional=True)
     check_consumer_type_filter(consumer_type)
     shape = shape_of(user_id is not None, _type_mode(consumer_type))
     with db.connect() as conn:
@@ -611,8 +611,8 @@ def project_usages_total_scan(
 def _run_totals(
     db: Database, project_id: str, user_id: str | None, shape_of: Any
 ) -> dict[str, int]:
-    _check_external_id(project_id, "project_id")
-    _check_external_id(user_id, "user_id", optional=True)
+    _check_external_id(project_id, "rpquery.usages.bad_project_id", "project_id")
+    _check_external_id(user_id, "rpquery.usages.bad_user_id", "user_id", optional=True)
     with db.connect() as conn:
         rows = conn.execute(
             shape_of(user_id is not None), _usage_params(project_id, user_id, None)

@@ -1,5 +1,6 @@
-"""Docs stay complete: every error code the package raises is documented, and every
-document the README links to exists."""
+"""Docs stay complete: every error code the package raises is documented (and has a row
+with an input that produces it in docs/errors.md), and every document the README links
+to exists."""
 
 from __future__ import annotations
 
@@ -31,6 +32,23 @@ def test_every_error_code_is_documented() -> None:
     assert len(codes) > 50
     missing = sorted(c for c in codes if f"`{c}`" not in text and c not in text)
     assert missing == []
+
+
+def error_rows() -> dict[str, list[str]]:
+    """``docs/errors.md`` table rows by the codes in their first cell."""
+    rows: dict[str, list[str]] = {}
+    for line in (ROOT / "docs" / "errors.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `rpquery") and len(cells) >= 3:
+            for code in re.findall(r"`(rpquery\.[a-z0-9_.]+)`", cells[0]):
+                rows[code] = cells
+    return rows
+
+
+def test_errors_md_lists_every_code_with_an_input() -> None:
+    rows = error_rows()
+    assert sorted(raised_codes() - rows.keys()) == []
+    assert [code for code, cells in rows.items() if not cells[2]] == []
 
 
 def test_readme_links_resolve() -> None:

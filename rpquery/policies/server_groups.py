@@ -154,7 +154,7 @@ class ServerGroupDetail:
 
 
 def _bad(code: str, detail: str, token: str) -> InvalidRequest:
-    return InvalidRequest(f"rpquery.server_group.{code}", detail, token=token)
+    return InvalidRequest(code, detail, token=token)
 
 
 def _check_policies(policies: object) -> str:
@@ -162,15 +162,19 @@ def _check_policies(policies: object) -> str:
     for policy in given:
         if policy not in POLICIES:
             raise _bad(
-                "unknown_policy",
+                "rpquery.server_group.unknown_policy",
                 f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}",
                 str(policy),
             )
     if not given:
-        raise _bad("no_policy", "a server group needs exactly one policy, got none", "")
+        raise _bad(
+            "rpquery.server_group.no_policy",
+            "a server group needs exactly one policy, got none",
+            "",
+        )
     if len(given) > 1:
         raise _bad(
-            "multiple_policies",
+            "rpquery.server_group.multiple_policies",
             f"a server group takes exactly one policy, got {', '.join(given)}",
             given[1],
         )
@@ -181,9 +185,13 @@ def _check_rules(policy: str, given: object) -> int | None:
     rules = validation.check_mapping(given, "rpquery.server_group.unknown_rule", "rules")
     for key in rules:
         if key != MAX_SERVER_PER_HOST:
-            raise _bad("unknown_rule", f"unknown rule {key!r}", str(key))
+            raise _bad("rpquery.server_group.unknown_rule", f"unknown rule {key!r}", str(key))
         if key not in POLICY_RULES[policy]:
-            raise _bad("rule_not_allowed", f"policy {policy} takes no rule {key!r}", key)
+            raise _bad(
+                "rpquery.server_group.rule_not_allowed",
+                f"policy {policy} takes no rule {key!r}",
+                key,
+            )
     if policy != ANTI_AFFINITY:
         return None
     value = rules.get(MAX_SERVER_PER_HOST, 1)
@@ -194,9 +202,8 @@ def _check_rules(policy: str, given: object) -> int | None:
     )
 
 
-def _check_text(value: object, what: str) -> str:
+def _check_text(value: object, code: str, what: str) -> str:
     """1 to 255 characters of storable text, stored without surrounding whitespace."""
-    code = f"rpquery.server_group.bad_{what}"
     return validation.check_text(value, code, what, allow_blank=False).strip()
 
 
@@ -216,10 +223,10 @@ def validate_group(
     """
     policy = _check_policies(policies)
     return GroupSpec(
-        name=_check_text(name, "name"),
+        name=_check_text(name, "rpquery.server_group.bad_name", "name"),
         policy=policy,
-        project_id=_check_text(project_id, "project"),
-        user_id=_check_text(user_id, "user"),
+        project_id=_check_text(project_id, "rpquery.server_group.bad_project", "project"),
+        user_id=_check_text(user_id, "rpquery.server_group.bad_user", "user"),
         max_server_per_host=_check_rules(policy, {} if rules is None else rules),
     )
 
