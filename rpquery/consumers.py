@@ -29,12 +29,13 @@ from sqlalchemy.engine import Connection
 
 from rpquery import dialects
 from rpquery.db import Database
-from rpquery.errors import ConcurrentUpdate, NotFound
+from rpquery.errors import ConcurrentUpdate, Conflict, NotFound
 from rpquery.models import Consumer
 from rpquery.tables import consumer_types, consumers, projects, users
 from rpquery.validation import check_uuid
 
 GENERATION_CONFLICT = "rpquery.consumer.generation_conflict"
+COLLATION_CONFLICT = "rpquery.owner.collation_conflict"
 
 _OWNER_TABLES: dict[str, tuple[sa.Table, str]] = {
     "projects": (projects, "external_id"),
@@ -126,11 +127,35 @@ def _read_created_owner_ids(
         for key, owner_id in conn.execute(stmt.with_for_update(read=True)):
             found[kind][str(key)] = int(owner_id)
         gone = sorted(keys - found[kind].keys())
+        for key in gone:
+            _refuse_collation_twin(conn, kind, key)
         if gone:  # inserted by a writer that then rolled back: a retry will create it
             raise ConcurrentUpdate(
                 "rpquery.concurrent_update", f"{kind} changed concurrently: {', '.join(gone)}"
             )
     return found
+
+
+def _refuse_collation_twin(conn: Connection, kind: str, key: str) -> None:
+    """``Conflict`` (``rpquery.owner.collation_conflict``) when ``key`` could not be
+    created because the column's collation takes it for an existing, different id
+    (MySQL/MariaDB: ``PROJ``, ``Proj``, ``proj `` and ``prój`` are all ``proj`` to
+    ``utf8mb4_general_ci``'s unique index). A permanent condition, so not a
+    ``ConcurrentUpdate``: retrying cannot help."""
+    table, col = _OWNER_TABLES[kind]
+    twin = conn.execute(sa.select(table.c[col]).where(table.c[col] == key).limit(1)).scalar()
+    if twin is None or twin == key:
+        return
+    collation = dialects.column_collation(conn, table.name, col) or "its collation"
+    what = {"projects": "project", "users": "user", "types": "consumer type"}[kind]
+    raise Conflict(
+        COLLATION_CONFLICT,
+        f"{what} {key!r} cannot be stored: {table.name}.{col} compares with {collation}, "
+        f"which takes it for the existing {what} {twin!r} (case, accents and trailing "
+        f"spaces are ignored). Use {twin!r}, or convert the column to a binary NO PAD "
+        f"collation (utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL) to keep both.",
+        token=key,
+    )
 
 
 # ---------------------------------------------------------------- consumer rows

@@ -159,6 +159,68 @@ class ExactText(TypeDecorator[str]):
         return dialect.type_descriptor(Unicode(self.length))
 
 
+class exact_eq(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
+    """``column = value`` compared byte for byte on every backend (owner ids, provider
+    names: columns whose definitions are Placement's).
+
+    PostgreSQL and SQLite compare strings exactly already. On MySQL/MariaDB the
+    column's collation (``utf8mb4_general_ci`` by default) folds case and accents and
+    ignores trailing spaces, so ``PROJ``, ``Proj``, ``proj `` and ``prój`` would all
+    find ``proj``. There the comparison becomes ``column = value AND CAST(column AS
+    BINARY) = CAST(value AS BINARY)``: the first term still uses the column's index,
+    the second drops the rows the collation matched but the bytes do not.
+
+    >>> from sqlalchemy import column, literal
+    >>> from sqlalchemy.dialects import mysql
+    >>> print(exact_eq(column("name"), literal("x")).compile(dialect=mysql.dialect()))
+    (name = %s AND CAST(name AS BINARY) = CAST(%s AS BINARY))
+    """
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True  # a comparison: no "= 1" where booleans are ints
+
+    def __init__(self, column: ColumnElement[Any], value: ColumnElement[Any]) -> None:
+        self.column = column
+        self.value = value
+
+    @property
+    def _from_objects(self) -> list[Any]:
+        return self.column._from_objects
+
+    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
+        return (self.column, self.value)
+
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("value", InternalTraversal.dp_clauseelement),
+    ]
+
+
+@compiles(exact_eq)
+def _exact_eq_default(element: exact_eq, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column == element.value, **kw))
+
+
+@compiles(exact_eq, "mysql")
+def _exact_eq_mysql(element: exact_eq, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    value = compiler.process(element.value, **kw)
+    return f"({column} = {value} AND CAST({column} AS BINARY) = CAST({value} AS BINARY))"
+
+
+def column_collation(conn: Connection, table: str, column: str) -> str | None:
+    """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
+    comparisons are exact)."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return None
+    return conn.exec_driver_sql(
+        "SELECT collation_name FROM information_schema.columns WHERE table_schema = "
+        "DATABASE() AND table_name = %s AND column_name = %s",
+        (table, column),
+    ).scalar()
+
+
 # ---------------------------------------------------------------- result coercion
 
 

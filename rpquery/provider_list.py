@@ -100,7 +100,7 @@ def providers_stmt(
     if req.uuid is not None:
         where.append(rp.c.uuid == req.uuid)
     if req.name is not None:
-        where.append(rp.c.name == req.name)
+        where.append(dialects.exact_eq(rp.c.name, sa.literal(req.name, rp.c.name.type)))
     where.extend(c for c in (p.where(rp.c.root_provider_id) for p in policies) if c is not None)
     return (
         sa.select(

@@ -254,11 +254,15 @@ def _project_scope(with_user: bool, mode: str) -> sa.CTE:
     a, c, t = allocations, consumers, consumer_types
     frm = a.join(c, c.c.uuid == a.c.consumer_id).join(projects, projects.c.id == c.c.project_id)
     where: list[sa.ColumnElement[bool]] = [
-        projects.c.external_id == sa.bindparam("project_id", type_=sa.String(255))
+        dialects.exact_eq(
+            projects.c.external_id, sa.bindparam("project_id", type_=sa.String(255))
+        )
     ]
     if with_user:
         frm = frm.join(users, users.c.id == c.c.user_id)
-        where.append(users.c.external_id == sa.bindparam("user_id", type_=sa.String(255)))
+        where.append(
+            dialects.exact_eq(users.c.external_id, sa.bindparam("user_id", type_=sa.String(255)))
+        )
     type_id: sa.ColumnElement[Any] = c.c.consumer_type_id
     if mode == ALL:
         type_id = sa.cast(sa.null(), sa.Integer)
@@ -333,7 +337,7 @@ def _totals_shape(with_user: bool) -> Select[Any]:
 def _owner_id(table: sa.Table, column: str, param: str) -> sa.ScalarSelect[Any]:
     return (
         sa.select(table.c.id)
-        .where(table.c[column] == sa.bindparam(param, type_=sa.String(255)))
+        .where(dialects.exact_eq(table.c[column], sa.bindparam(param, type_=sa.String(255))))
         .scalar_subquery()
     )
 
