@@ -196,7 +196,22 @@ def _make_engine(url: URL, **engine_kw: Any) -> Engine:
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     engine_kw.setdefault("pool_pre_ping", True)
-    return create_engine(url, **engine_kw)
+    engine = create_engine(url, **engine_kw)
+    if backend in ("mysql", "mariadb"):
+        event.listen(engine, "connect", _mysql_on_connect)
+    return engine
+
+
+#: The ``sql_mode`` of rpquery's MySQL/MariaDB sessions, whatever the server's default:
+#: oslo.db's default for Placement (``mysql_sql_mode = TRADITIONAL``). Strict: a value
+#: a column cannot hold is an error, never silently clamped, truncated or stored as ``?``.
+MYSQL_SQL_MODE = "TRADITIONAL"
+
+
+def _mysql_on_connect(dbapi_conn: Any, record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("SET SESSION sql_mode = %s", (MYSQL_SQL_MODE,))
+    cur.close()
 
 
 def _sqlite_on_connect(dbapi_conn: Any, record: Any) -> None:

@@ -221,6 +221,57 @@ def column_collation(conn: Connection, table: str, column: str) -> str | None:
     ).scalar()
 
 
+def charset_problems(conn: Connection) -> list[tuple[str, str]]:
+    """Where a MySQL/MariaDB database cannot hold every character rpquery may be given
+    (a 4-byte one such as an emoji in a project id or provider name), as ``(problem,
+    fix)`` pairs: the connection's character set, the database's default (new tables
+    inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``, ``latin1``,
+    ...: common in older Placement deployments). Empty elsewhere: PostgreSQL and
+    SQLite store any text."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return []
+    found: list[tuple[str, str]] = []
+    connection_cs = conn.exec_driver_sql("SELECT @@character_set_connection").scalar()
+    if connection_cs != "utf8mb4":
+        found.append(
+            (
+                f"the connection's character set is {connection_cs}",
+                "remove charset= from the database URL (rpquery then asks for utf8mb4) or "
+                "set charset=utf8mb4",
+            )
+        )
+    name, default_cs = conn.exec_driver_sql(
+        "SELECT schema_name, default_character_set_name FROM information_schema.schemata "
+        "WHERE schema_name = DATABASE()"
+    ).one()
+    quote = conn.dialect.identifier_preparer.quote
+    if default_cs != "utf8mb4":
+        found.append(
+            (
+                f"database {name} has default character set {default_cs}",
+                f"ALTER DATABASE {quote(name)} CHARACTER SET utf8mb4 "
+                "COLLATE utf8mb4_general_ci;",
+            )
+        )
+    columns = conn.exec_driver_sql(
+        "SELECT table_name, column_name, column_type, character_set_name, collation_name, "
+        "is_nullable, column_default FROM information_schema.columns "
+        "WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL "
+        "AND character_set_name <> 'utf8mb4' ORDER BY table_name, ordinal_position"
+    ).all()
+    for table, column, type_, charset, collation, nullable, default in columns:
+        suffix = collation.split("_", 1)[1] if "_" in collation else "general_ci"
+        target = f"utf8mb4_{suffix}" if charset.startswith("utf8") else "utf8mb4_general_ci"
+        fix = (
+            f"ALTER TABLE {quote(table)} MODIFY {quote(column)} {type_} CHARACTER SET "
+            f"utf8mb4 COLLATE {target}{'' if nullable == 'YES' else ' NOT NULL'}"
+        )
+        if default is not None and default != "NULL":
+            fix += f" DEFAULT {default}"
+        found.append((f"column {table}.{column} has character set {charset}", fix + ";"))
+    return found
+
+
 # ---------------------------------------------------------------- result coercion
 
 

@@ -25,7 +25,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from rpquery import catalog
+from rpquery import catalog, dialects
 from rpquery.db import Database
 from rpquery.errors import SchemaError
 from rpquery.tables import PLACEMENT_HEAD, PLACEMENT_TABLES
@@ -121,6 +121,14 @@ def status(db: Database) -> SchemaStatus:
         placement_revision=placement_revision,
         has_placement_tables={t.name for t in PLACEMENT_TABLES} <= names,
     )
+
+
+def charset_problems(db: Database) -> list[tuple[str, str]]:
+    """``(problem, fix)`` for every place a MySQL/MariaDB database cannot hold 4-byte
+    characters (``utf8mb3`` and older character sets; :func:`dialects.charset_problems`).
+    Reported by ``rpquery db upgrade`` and ``rpquery db check``."""
+    with db.connect() as conn:
+        return dialects.charset_problems(conn)
 
 
 def require_current(db: Database) -> None:

@@ -9,6 +9,8 @@ collation, not a retried ``ConcurrentUpdate``.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rpquery import allocations as alloc_api
@@ -93,3 +95,101 @@ def test_provider_name_filter_is_exact(db: Database) -> None:
     assert [p.name for p in list_providers(db, {"name": "Web"})] == ["Web"]
     assert list_providers(db, {"name": "web"}) == []
     assert list_providers(db, {"name": "Wéb"}) == []
+
+
+# ----------------------------------------------------------------- MySQL/MariaDB settings
+# (issue 15, item 9)
+
+
+def test_sessions_are_strict_whatever_the_server_default(db: Database) -> None:
+    """Each backend refuses a float the column cannot hold; on MySQL/MariaDB that takes
+    a strict ``sql_mode``, which rpquery sets on its sessions even when the server's (or
+    here the connection's initial) mode is lax: 1e300 would be stored as 3.4e38."""
+    import sqlalchemy as sa
+
+    from rpquery.errors import DatabaseError
+    from rpquery.tables import inventories
+
+    kw = {}
+    if db.dialect_name == "mysql":
+        kw["connect_args"] = {"init_command": "SET SESSION sql_mode = ''"}
+    lax = Database(db.url, **kw)
+    try:
+        with db.begin() as conn:
+            rp = provider(conn, "cn1", inventory={"VCPU": 4})
+        if db.dialect_name == "mysql":
+            with lax.connect() as conn:
+                mode = conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+            assert "STRICT_ALL_TABLES" in mode.split(",")
+            with pytest.raises(DatabaseError), lax.begin() as conn:
+                conn.execute(
+                    inventories.update()
+                    .where(inventories.c.resource_provider_id == rp.id)
+                    .values(allocation_ratio=1e300)
+                )
+        with lax.connect() as conn:
+            ratio = conn.execute(sa.select(inventories.c.allocation_ratio)).scalar()
+        assert ratio == 1.0
+    finally:
+        lax.dispose()
+
+
+@pytest.fixture
+def utf8mb3_url(servers):  # type: ignore[no-untyped-def]
+    """A database created with ``utf8mb3``, as older Placement deployments were."""
+    import os
+    import uuid
+
+    import sqlalchemy as sa
+
+    from tests.conftest import IN_CI, _ran, selected_backends
+
+    if "mysql" not in selected_backends():
+        pytest.skip("mysql not in RPQUERY_TEST_BACKENDS")
+    server = servers["mysql"]
+    if server.admin_url is None:
+        (pytest.fail if IN_CI else pytest.skip)(f"BACKEND MISSING — {server.reason}")
+    name = f"rpq_t_{os.getpid()}_{uuid.uuid4().hex[:8]}_mb3"
+    admin = sa.create_engine(server.admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name} CHARACTER SET utf8mb3")
+    _ran["mysql"] += 1
+    try:
+        yield server.admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        admin.dispose()
+
+
+def test_upgrade_and_check_report_a_utf8mb3_database_with_the_fix(utf8mb3_url: str) -> None:
+    from click.testing import CliRunner
+
+    from rpquery.cli import main
+
+    def invoke(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(main, ["--db", utf8mb3_url, *args], catch_exceptions=False)
+
+    upgraded = invoke("db", "upgrade")
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "cannot store 4-byte characters" in upgraded.stderr
+    assert "default character set utf8mb3" in upgraded.stderr
+    assert "column projects.external_id has character set utf8mb3" in upgraded.stderr
+    checked = invoke("db", "check", "--json")
+    assert checked.exit_code == 1
+    fixes = [entry["fix"] for entry in json.loads(checked.stdout)["charset"]]
+    assert any(f.startswith("ALTER DATABASE") for f in fixes)
+    db = Database(utf8mb3_url)
+    try:
+        with db.begin() as conn:  # the operator applies the fix rpquery printed
+            for fix in fixes:
+                conn.exec_driver_sql(fix)
+        clean = invoke("db", "check")
+        assert clean.exit_code == 0, clean.output
+        assert "charset: 0 problem(s)" in clean.output
+        with db.begin() as conn:
+            host = provider(conn, "cn1", inventory={"VCPU": 4}).uuid
+        _claim(db, host, "proj-\N{GRINNING FACE}")
+        assert usages.project_usages_total(db, "proj-\N{GRINNING FACE}") == {"VCPU": 1}
+    finally:
+        db.dispose()

@@ -50,6 +50,19 @@ def db_upgrade() -> None:
     migrations.upgrade(db)
     st = migrations.status(db)
     click.echo(f"schema at {st.revision} on {db.url.render_as_string(hide_password=True)}")
+    _warn_charset(migrations.charset_problems(db))
+
+
+def _warn_charset(problems: Sequence[tuple[str, str]]) -> None:
+    if not problems:
+        return
+    click.echo(
+        "warning: this database cannot store 4-byte characters (emoji, some CJK) everywhere; "
+        "such input is refused there. Fix:",
+        err=True,
+    )
+    for problem, fix in problems:
+        click.echo(f"  {problem}: {fix}", err=True)
 
 
 @db_group.command("status")
@@ -77,11 +90,12 @@ def db_status(as_json: bool) -> None:
 @json_option
 @handles_errors
 def db_check(repair: bool, as_json: bool) -> None:
-    """Compare the trigger-kept usage tables with a recomputation from allocations.
+    """Compare the trigger-kept usage tables with a recomputation from allocations, and
+    report (MySQL/MariaDB) a character set that cannot hold 4-byte characters.
 
     ``rpq_usage_totals``/``rpq_consumer_counts`` (usages by consumer type, rpq0006) and
     ``rpq_provider_usages`` (usage per provider and class, rpq0007). Exit 1 when one
-    differs (after ``--repair``: when one still differs)."""
+    differs (after ``--repair``: when one still differs) or a character set needs fixing."""
     from rpquery.provider_usage import rebuild_provider_usages, verify_provider_usages
     from rpquery.usage_summary import rebuild_usage_summary, verify_usage_summary
 
@@ -99,8 +113,9 @@ def db_check(repair: bool, as_json: bool) -> None:
             rebuild(db)
             entry["after_repair"] = len(verify(db))
         report[name] = entry
+    charset = migrations.charset_problems(db)
     if as_json:
-        emit_json(report)
+        emit_json({**report, "charset": [{"problem": p, "fix": f} for p, f in charset]})
     else:
         for name, entry in report.items():
             line = f"{name}: {entry['differences']} difference(s)"
@@ -109,7 +124,11 @@ def db_check(repair: bool, as_json: bool) -> None:
             click.echo(line)
             for sample in entry["sample"]:
                 click.echo(f"  {sample}")
-    if any(entry.get("after_repair", entry["differences"]) for entry in report.values()):
+        click.echo(f"charset: {len(charset)} problem(s)")
+        for problem, fix in charset:
+            click.echo(f"  {problem}; fix: {fix}")
+    stale = any(entry.get("after_repair", entry["differences"]) for entry in report.values())
+    if stale or charset:
         raise SystemExit(1)
 
 
