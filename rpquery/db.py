@@ -17,26 +17,76 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from rpquery import dialects
-from rpquery.errors import ConcurrentUpdate, Conflict, DatabaseError, RpqueryError
+from rpquery.errors import (
+    ConcurrentUpdate,
+    Conflict,
+    DatabaseError,
+    InvalidRequest,
+    RpqueryError,
+    SchemaError,
+)
 
 T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///rpquery.db"
+SCHEMA_MISSING = "rpquery.schema.missing"
+_URL_FORMS = "sqlite://, postgresql:// and mysql:// (or mariadb://)"
 
 Tracer = Callable[[str, Any], None]
+
+
+#: The backends rpquery runs on (SQLAlchemy's dialect names, with their aliases).
+SUPPORTED_BACKENDS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
 def normalize_url(url: str | URL) -> URL:
     """Pick rpquery's drivers when the URL names none: ``postgresql://`` becomes
     ``postgresql+psycopg://`` and ``mysql://``/``mariadb://`` become ``+pymysql``
-    with ``charset=utf8mb4``."""
-    u = make_url(url)
+    with ``charset=utf8mb4``.
+
+    A URL that is not one is ``InvalidRequest`` before anything is opened:
+    ``rpquery.db.bad_url`` (``''``, ``not a url``), ``rpquery.db.unknown_dialect``
+    (``foo://x``: no such SQLAlchemy dialect), ``rpquery.db.unsupported_dialect``
+    (``oracle://...``: a dialect rpquery does not run on).
+
+    >>> try:
+    ...     normalize_url("foo://x")
+    ... except InvalidRequest as error:
+    ...     (error.code, error.token)
+    ('rpquery.db.unknown_dialect', 'foo')
+    """
+    shown = url if isinstance(url, str) else url.render_as_string(hide_password=True)
+    try:
+        u = make_url(url)
+    except exc.ArgumentError as error:
+        raise InvalidRequest(
+            "rpquery.db.bad_url",
+            f"{shown!r} is not a database URL ({_URL_FORMS})",
+            token=str(shown),
+        ) from error
+    shown = u.render_as_string(hide_password=True)
+    backend = u.get_backend_name()
+    if backend not in SUPPORTED_BACKENDS:
+        try:
+            u.get_dialect()
+        except exc.NoSuchModuleError as error:
+            raise InvalidRequest(
+                "rpquery.db.unknown_dialect",
+                f"unknown database dialect {backend!r} in {shown!r}: rpquery runs on {_URL_FORMS}",
+                token=backend,
+            ) from error
+        raise InvalidRequest(
+            "rpquery.db.unsupported_dialect",
+            f"rpquery does not run on {backend} ({shown!r}): it runs on {_URL_FORMS}",
+            token=backend,
+        )
     if u.drivername in ("postgresql", "postgres"):
         u = u.set(drivername="postgresql+psycopg")
     elif u.drivername in ("mysql", "mariadb"):
@@ -80,7 +130,16 @@ class Database:
         if isinstance(url, Engine):
             self.engine = url
         else:
-            self.engine = _make_engine(normalize_url(url), **engine_kw)
+            normalized = normalize_url(url)
+            try:
+                self.engine = _make_engine(normalized, **engine_kw)
+            except (ImportError, exc.NoSuchModuleError) as error:
+                raise InvalidRequest(
+                    "rpquery.db.driver_missing",
+                    f"the driver of {normalized.drivername}:// is not installed ({error}); "
+                    "leave the driver out (postgresql://, mysql://) to use rpquery's",
+                    token=normalized.drivername,
+                ) from error
         self._tracers: list[Tracer] = []
         self._lock = threading.Lock()
         event.listen(self.engine, "before_cursor_execute", self._on_execute)
@@ -116,9 +175,27 @@ class Database:
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
-        """A connection for reads; its implicit transaction is rolled back on exit."""
+        """A connection for reads; its implicit transaction is rolled back on exit.
+
+        A read never creates a database: on a SQLite file that does not exist it raises
+        ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file.
+        """
+        path = self.sqlite_path
+        if path is not None and not path.exists():
+            raise _schema_missing(f"no file {path}")
         with _wrap_driver_errors(), self.engine.connect() as conn:
             yield conn
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The file of a SQLite database (``None`` in memory or on a server)."""
+        url = self.engine.url
+        if url.get_backend_name() != "sqlite" or url.query.get("uri"):
+            return None
+        name = url.database or ""
+        if name in ("", ":memory:") or name.startswith("file:"):
+            return None
+        return Path(name)
 
     # ------------------------------------------------------------ tracing
 
@@ -247,8 +324,19 @@ def _wrap_driver_errors() -> Iterator[None]:
             raise ConcurrentUpdate(
                 "rpquery.concurrent_update", f"concurrent update: {error.orig}"
             ) from error
+        table = dialects.missing_table(error)
+        if table is not None:
+            raise _schema_missing(f"table {table} does not exist") from error
         if isinstance(error, exc.IntegrityError):
             raise Conflict("rpquery.db.integrity", f"integrity error: {error.orig}") from error
         raise DatabaseError("rpquery.db.error", f"database error: {error.orig}") from error
     except exc.SQLAlchemyError as error:
         raise DatabaseError("rpquery.db.error", f"database error: {error}") from error
+
+
+def _schema_missing(why: str) -> SchemaError:
+    return SchemaError(
+        SCHEMA_MISSING,
+        f"the database has no rpquery schema ({why}): 'rpquery db upgrade' creates it "
+        "(Database.upgrade() from Python)",
+    )

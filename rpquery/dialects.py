@@ -13,6 +13,7 @@ else in rpquery checks ``dialect.name``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -309,6 +310,30 @@ def is_retryable(error: exc.DBAPIError) -> bool:
     if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE:
         return True
     return "database is locked" in str(orig)
+
+
+_MISSING_TABLE = re.compile(
+    r"no such table: (?P<a>[\w.]+)"  # SQLite
+    r"|relation \"(?P<b>[^\"]+)\" does not exist"  # PostgreSQL 42P01
+    r"|Table '(?P<c>[^']+)' doesn't exist"  # MySQL/MariaDB 1146
+)
+
+
+def missing_table(error: exc.DBAPIError) -> str | None:
+    """The table a statement failed on because it does not exist (the schema was never
+    created, or only partly), else ``None``."""
+    orig = getattr(error, "orig", None)
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
+    known = (
+        getattr(orig, "sqlstate", None) == "42P01"
+        or (bool(args) and args[0] == 1146)
+        or isinstance(error, exc.OperationalError)
+    )
+    match = _MISSING_TABLE.search(str(orig)) if known else None
+    if match is None:
+        return None
+    name = next(v for v in match.groupdict().values() if v)
+    return name.rsplit(".", 1)[-1]
 
 
 # ---------------------------------------------------------------- EXPLAIN

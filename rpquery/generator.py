@@ -434,6 +434,13 @@ class _Writer:
         if self.progress is not None:
             self.progress(table.name, done, total if total is not None else done)
 
+    def finish(self, table: sa.Table) -> None:
+        """Report ``table`` complete: its total becomes the rows written (the estimate
+        it was shown against may have been larger)."""
+        done = self.rows.get(table.name, 0)
+        if self.progress is not None and done:
+            self.progress(table.name, done, done)
+
     def write_all(
         self, table: sa.Table, cols: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
@@ -510,6 +517,8 @@ def _write_allocations(
         done = writer.rows.get("allocations", 0) + len(rows)
         writer.write(allocations, ALLOCATION_COLS, rows, max(estimate, done))
         n_consumers += len(chunk)
+    writer.finish(consumers)
+    writer.finish(allocations)
     return n_consumers
 
 

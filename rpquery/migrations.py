@@ -103,7 +103,11 @@ class SchemaStatus:
 
 
 def status(db: Database) -> SchemaStatus:
-    """The schema revision, and whether the database carries Placement's schema."""
+    """The schema revision, and whether the database carries Placement's schema (a
+    SQLite file that does not exist is an empty database; it is not created)."""
+    path = db.sqlite_path
+    if path is not None and not path.exists():
+        return SchemaStatus(None, head_revision(), None, has_placement_tables=False)
     with db.connect() as conn:
         revision = MigrationContext.configure(
             conn, opts={"version_table": VERSION_TABLE}

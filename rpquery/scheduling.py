@@ -99,6 +99,15 @@ def _pick(
     """The best candidate's allocations; ``Conflict`` (no valid host) when there is none."""
     found = cand.allocation_candidates(db, request, policies=[policy, *extra])
     if not found.allocation_requests:
+        # Blame the group's policy only when it is what excluded the hosts: without it,
+        # would some host hold the request? (One more query, on the failure path only.)
+        alone = cand.allocation_candidates(db, request, policies=list(extra))
+        if not alone.allocation_requests:
+            raise Conflict(
+                NO_VALID_HOST,
+                "no host can hold the request, whatever the server group's policy",
+                token=policy.group.uuid,
+            )
         raise Conflict(
             NO_VALID_HOST,
             f"no host satisfies the request and the {policy.group.policy} policy of "

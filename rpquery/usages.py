@@ -68,14 +68,14 @@ _MAX_NAME = 255
 
 def check_consumer_type_name(name: str) -> str:
     """Return ``name`` if it is a valid stored consumer type name, else raise
-    ``InvalidRequest`` (``rpquery.consumer_type.bad_name``) naming it.
+    ``InvalidRequest`` (``rpquery.consumer.bad_type``) naming it.
 
     >>> check_consumer_type_name("INSTANCE")
     'INSTANCE'
     """
     if not matches(CONSUMER_TYPE_RE, name) or len(name) > _MAX_NAME:
         raise InvalidRequest(
-            "rpquery.consumer_type.bad_name",
+            "rpquery.consumer.bad_type",
             f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$ (1-255 characters)",
             token=str(name),
         )

@@ -179,7 +179,7 @@ def test_usages_table_groups_by_consumer_type(cli: Invoke) -> None:
 @pytest.mark.parametrize(
     ("query", "code", "token"),
     [
-        ("project_id=p&consumer_type=lower", "rpquery.consumer_type.bad_name", "lower"),
+        ("project_id=p&consumer_type=lower", "rpquery.consumer.bad_type", "lower"),
         ("project_id=p&colour=red", "rpquery.cli.unknown_parameter", "colour"),
         ("consumer_type=INSTANCE", "rpquery.usages.missing_project", "project_id"),
         ("project_id", "rpquery.cli.bad_query", "project_id"),
@@ -492,7 +492,7 @@ def test_debug_shows_the_traceback(loaded_url: str) -> None:
         main, ["--db", loaded_url, "--debug", "usages", "project_id=p&consumer_type=x"]
     )
     assert result.exit_code == 2
-    assert "Traceback" in result.stderr and "rpquery.consumer_type.bad_name" in result.stderr
+    assert "Traceback" in result.stderr and "rpquery.consumer.bad_type" in result.stderr
 
 
 def test_docs_describe_every_command_of_the_cli_modules() -> None:

@@ -105,7 +105,7 @@ def test_read_commands(run: Run) -> None:
     [
         (
             ["usages", "project_id=p&consumer_type=Lower"],
-            "rpquery.consumer_type.bad_name",
+            "rpquery.consumer.bad_type",
             "Lower",
         ),
         (

@@ -120,7 +120,7 @@ def test_unknown_project_or_user_gives_empty_result(db: Database) -> None:
 def test_bad_consumer_type_rejected_before_the_database(sqlite_db: Database, bad: str) -> None:
     with sqlite_db.count_statements() as counter, pytest.raises(InvalidRequest) as err:
         usages.project_usages(sqlite_db, P, consumer_type=bad)
-    assert err.value.code == "rpquery.consumer_type.bad_name"
+    assert err.value.code == "rpquery.consumer.bad_type"
     assert err.value.token == bad
     assert counter.count == 0
 

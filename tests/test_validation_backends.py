@@ -377,7 +377,7 @@ def test_3_4_text_that_is_not_storable_is_refused_everywhere(
         (lambda: tag_model.validate_instance(5), "rpquery.tags.bad_instance"),
         (lambda: am.validate_items(["k"]), "rpquery.aggregate_metadata.empty"),
         (lambda: am.check_aggregate_uuid(None), "rpquery.aggregate_metadata.bad_uuid"),
-        (lambda: usages.check_consumer_type_filter(["all"]), "rpquery.consumer_type.bad_name"),
+        (lambda: usages.check_consumer_type_filter(["all"]), "rpquery.consumer.bad_type"),
         (
             lambda: models.ConsumerAllocations(new_uuid(), "p", "u", "I", None, [1]),
             "rpquery.allocation.bad_allocations",

@@ -160,4 +160,29 @@ def _register_features() -> None:
             main.add_command(command)
 
 
+def _set_db_url(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        obj = ctx.find_root().obj
+        obj["db_url"] = value
+        obj.pop("db", None)
+
+
+def _accept_db_after_subcommand(group: click.Group) -> None:
+    """Give every command its own ``--db`` too, so ``rpquery candidates QS --db URL``
+    works as ``rpquery --db URL candidates QS`` does (the later one wins)."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_db_after_subcommand(command)
+        elif not any(p.name == "db_url" for p in command.params):
+            command.params.append(
+                click.Option(
+                    ["--db", "db_url"],
+                    expose_value=False,
+                    callback=_set_db_url,
+                    help="SQLAlchemy URL of the database (as the global --db).",
+                )
+            )
+
+
 _register_features()
+_accept_db_after_subcommand(main)

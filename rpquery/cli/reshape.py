@@ -30,7 +30,7 @@ def _generations(db: Database, rp_uuids: list[str]) -> dict[str, int]:
 
 
 @click.command("reshape")
-@click.argument("file", type=click.File("r"))
+@click.argument("file", type=click.File("r", encoding="utf-8"))
 @json_option
 @handles_errors
 def reshape(file: IO[str], as_json: bool) -> None:
@@ -40,6 +40,12 @@ def reshape(file: IO[str], as_json: bool) -> None:
     except json.JSONDecodeError as exc:
         raise InvalidRequest(
             "rpquery.reshape.bad_json", f"{file.name}: not JSON: {exc}", token=file.name
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            "rpquery.reshape.not_utf8",
+            f"{file.name}: not UTF-8 text (JSON must be): byte {exc.start}: {exc.reason}",
+            token=file.name,
         ) from exc
     request = reshaper.parse_reshape_body(body)
     db = get_db()

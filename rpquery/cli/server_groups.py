@@ -74,6 +74,7 @@ def server_group() -> None:
     "--policy",
     "policies",
     multiple=True,
+    required=True,
     help=f"Exactly one of {', '.join(sg.POLICIES)}.",
 )
 @click.option(

@@ -25,7 +25,7 @@ import click
 from rpquery import tags as t
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.db import Database
-from rpquery.errors import InvalidRequest
+from rpquery.errors import Conflict, InvalidRequest
 from rpquery.tags.fake_db import DbFakeBackend
 
 BACKENDS = ("fake",)
@@ -105,6 +105,7 @@ def _write(
         fake.save(db)
     report = _settle(db, fake)
     final = t.list_tags(db, instance, namespace)
+    failed = _failed(results, final)
     if as_json:
         emit_json(
             {
@@ -113,8 +114,10 @@ def _write(
                 "instance": instance,
                 "namespace": namespace,
                 "tags": _jsonable(final),
+                "failed": failed,
             }
         )
+        _raise_failed(failed)
         return
     for r in results:
         for label, items in (
@@ -123,11 +126,33 @@ def _write(
             ("unchanged", r.unchanged),
             ("pending kept", r.pending_kept),
         ):
+            items = tuple(i for i in items if i not in failed)
             if items:
                 click.echo(f"{label}: {', '.join(items)}")
         for skip in r.skipped:
             click.echo(f"skipped {skip.tag!r}: conflicts with present tag {skip.kept!r}")
     _show_tags(instance, namespace, final, False)
+    _raise_failed(failed)
+
+
+def _failed(results: Sequence[t.TagWriteResult], final: Sequence[t.Tag]) -> list[str]:
+    """Tags whose write the backend undid before the command returned: added but gone
+    (the add job failed: dropped), deleted but back (the delete job failed: reinstated)."""
+    present = {x.tag for x in final}
+    failed: list[str] = []
+    for r in results:
+        failed.extend(tag for tag in r.added if tag not in present)
+        failed.extend(tag for tag in r.deleted if tag in present)
+    return failed
+
+
+def _raise_failed(failed: Sequence[str]) -> None:
+    if failed:
+        raise Conflict(
+            "rpquery.tags.job_failed",
+            f"the backend job failed for {', '.join(map(repr, failed))}: the write was undone",
+            token=failed[0],
+        )
 
 
 # ------------------------------------------------------------------ tags group
@@ -155,37 +180,31 @@ def tags_list(instance: str, namespace: str, as_json: bool) -> None:
 @json_option
 @handles_errors
 def tags_check(instance: str, tag: str, namespace: str, as_json: bool) -> None:
-    """Whether TAG is set on INSTANCE, and its status."""
+    """Whether TAG is set on INSTANCE, and its status (exit 1 when it is not set)."""
     found = t.check_tag(get_db(), instance, tag, namespace)
     data = {"tag": tag, "exists": found is not None, "status": found and str(found.status)}
     if as_json:
         emit_json(data)
     else:
         click.echo(f"{tag}: {found.status}" if found else f"{tag}: not set")
+    if found is None:  # like grep: scripts can test the exit status
+        raise SystemExit(1)
 
 
 def _multi(
     name: str, fn: Callable[..., t.TagWriteResult], doc: str, *, per_tag: bool, create: bool
 ) -> click.Command:
-    @click.argument("instance")
-    @click.argument("tags", nargs=-1)
-    @namespace_option
-    @_backend_options
-    @json_option
-    @handles_errors
     def command(
         instance: str,
-        tags: tuple[str, ...],
         namespace: str,
         backend: str,
         lag: bool,
         fail: bool,
         as_json: bool,
+        tags: tuple[str, ...] = (),
     ) -> None:
         if per_tag and not tags:
             raise InvalidRequest("rpquery.cli.no_tags", f"{name} needs at least one TAG")
-        if not (per_tag or create) and tags:
-            raise InvalidRequest("rpquery.cli.extra_tags", f"{name} takes no TAG", token=tags[0])
 
         def action(db: Database, fake: DbFakeBackend) -> list[t.TagWriteResult]:
             if per_tag:
@@ -197,7 +216,11 @@ def _multi(
         _write(instance, namespace, (backend, lag, fail), as_json, action)
 
     command.__doc__ = doc
-    return tags_group.command(name)(command)
+    decorated: Callable[..., Any] = json_option(handles_errors(command))
+    decorated = namespace_option(_backend_options(decorated))
+    if per_tag or create:  # delete-all takes no TAG (its usage line must not offer one)
+        decorated = click.argument("tags", nargs=-1)(decorated)
+    return tags_group.command(name)(click.argument("instance")(decorated))
 
 
 _multi(
@@ -246,6 +269,8 @@ def tags_reconcile(
         emit_json({**_jsonable(report), "changed": report.changed})
     else:
         _echo_changes(_jsonable(report))
+        if not report.changed:
+            click.echo("nothing to reconcile: the database matches the backend")
 
 
 def _echo_changes(report: dict[str, Any]) -> None:

@@ -5,9 +5,10 @@ has no providers yet, and then runs real ``rpquery`` commands against it, printi
 each command line before its answer so the reader can type it again. Steps whose
 command is not part of this build (a feature module that did not land) are skipped.
 
-Decision: an already-loaded database is reused as is (``rm rpquery.db`` or
-``make clean`` starts over); the tour's own writes (a demo claim) are undone before
-it ends, so running it twice prints the same answers.
+Decision: an already-loaded database is reused as is (on SQLite ``rm`` of its file
+starts over, on a server a fresh database; the hint names the right one); the tour's
+own writes (a demo claim) are undone before it ends, so running it twice prints the
+same answers.
 
     $ rpquery --db sqlite:///rpquery.db tour
 """
@@ -117,13 +118,24 @@ def _count(db: Database, table: sa.Table) -> int:
         return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
 
 
+def _start_over_hint(db: Database) -> str:
+    """How to empty this database: remove the file on SQLite; on a server, drop and
+    recreate the database (rpquery never drops one itself)."""
+    path = db.sqlite_path
+    if path is not None:
+        return f"rm {path}"
+    if db.dialect_name == "sqlite":
+        return "a new in-memory database"
+    return f"drop and recreate database {db.url.database} (e.g. a new --db)"
+
+
 def _load_args(db: Database) -> Sequence[str] | None:
     """Load the sample cloud only into an empty database; say so when reusing one."""
     found = _count(db, resource_providers)
     if found:
         _console().print(
             f"\n[dim]reusing the {found} providers already in the database "
-            "(rm rpquery.db, or make clean, to start over)[/dim]"
+            f"({_start_over_hint(db)} to start over)[/dim]"
         )
         return None
     return ["load", "--hosts", str(TOUR_HOSTS), "--seed", "42"]
