@@ -178,10 +178,11 @@ class Database:
         """A connection for reads; its implicit transaction is rolled back on exit.
 
         A read never creates a database: on a SQLite file that does not exist it raises
-        ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file.
+        ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file (in
+        a directory that does not exist either: the driver's error, nothing to create).
         """
         path = self.sqlite_path
-        if path is not None and not path.exists():
+        if path is not None and not path.exists() and path.parent.is_dir():
             raise _schema_missing(f"no file {path}")
         with _wrap_driver_errors(), self.engine.connect() as conn:
             yield conn

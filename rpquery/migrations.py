@@ -106,7 +106,7 @@ def status(db: Database) -> SchemaStatus:
     """The schema revision, and whether the database carries Placement's schema (a
     SQLite file that does not exist is an empty database; it is not created)."""
     path = db.sqlite_path
-    if path is not None and not path.exists():
+    if path is not None and not path.exists() and path.parent.is_dir():
         return SchemaStatus(None, head_revision(), None, has_placement_tables=False)
     with db.connect() as conn:
         revision = MigrationContext.configure(

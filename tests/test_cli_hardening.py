@@ -81,6 +81,14 @@ def test_cli_read_without_schema_has_its_own_code(empty_url: str, args: tuple[st
         assert not Path(empty_url.removeprefix("sqlite:///")).exists()
 
 
+def test_db_status_of_a_missing_sqlite_file_creates_none(tmp_path: Path) -> None:
+    path = tmp_path / "never.db"
+    result = cli("db", "status", "--json", url=f"sqlite:///{path}")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["revision"] is None
+    assert not path.exists()
+
+
 # ---------------------------------------------------------------- item 13: user errors
 
 

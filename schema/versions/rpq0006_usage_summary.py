@@ -490,6 +490,9 @@ def _ddl_statements(dialect: str) -> list[str]:
 
 
 def upgrade() -> None:
+    # Our own leftovers first (idempotent upgrade): after every table was dropped and
+    # Placement re-synced, PostgreSQL still holds the trigger functions (issue 15).
+    _drop_everything(op.get_bind())
     op.create_table(
         TOTALS,
         sa.Column("project_id", sa.Integer(), nullable=False, autoincrement=False),

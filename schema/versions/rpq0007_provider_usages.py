@@ -153,6 +153,7 @@ def trigger_statements(dialect: str) -> list[str]:
 
 
 def upgrade() -> None:
+    _drop_everything(op.get_bind())  # our own leftovers first (see rpq0006)
     op.create_table(
         TABLE,
         sa.Column("resource_provider_id", sa.Integer(), nullable=False, autoincrement=False),
