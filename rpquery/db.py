@@ -325,6 +325,12 @@ def _wrap_driver_errors() -> Iterator[None]:
             raise ConcurrentUpdate(
                 "rpquery.concurrent_update", f"concurrent update: {error.orig}"
             ) from error
+        if dialects.is_charset_error(error):
+            raise DatabaseError(
+                "rpquery.db.charset",
+                f"the database cannot hold or compare this text ({error.orig}): a column's "
+                "character set is not utf8mb4; 'rpquery db check' lists them with the fix",
+            ) from error
         table = dialects.missing_table(error)
         if table is not None:
             raise _schema_missing(f"table {table} does not exist") from error

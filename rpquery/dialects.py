@@ -312,6 +312,17 @@ def is_retryable(error: exc.DBAPIError) -> bool:
     return "database is locked" in str(orig)
 
 
+#: MySQL/MariaDB: "Incorrect string value" (1366), "Illegal mix of collations" (1267,
+#: 1270, 1271): text a column's character set cannot hold or compare (utf8mb3, latin1).
+_MYSQL_CHARSET_ERRORS = frozenset({1366, 1267, 1270, 1271})
+
+
+def is_charset_error(error: exc.DBAPIError) -> bool:
+    """True when the server refused text its column's character set cannot hold."""
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", None), "args", ()))
+    return bool(args) and args[0] in _MYSQL_CHARSET_ERRORS
+
+
 _MISSING_TABLE = re.compile(
     r"no such table: (?P<a>[\w.]+)"  # SQLite
     r"|relation \"(?P<b>[^\"]+)\" does not exist"  # PostgreSQL 42P01

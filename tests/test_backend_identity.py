@@ -17,7 +17,7 @@ from rpquery import allocations as alloc_api
 from rpquery import usages
 from rpquery.allocations import ConsumerAllocations
 from rpquery.db import Database
-from rpquery.errors import ConcurrentUpdate, Conflict
+from rpquery.errors import ConcurrentUpdate, Conflict, DatabaseError
 from rpquery.provider_list import list_providers
 from rpquery.providers import create_provider
 from tests.factories import new_uuid, provider
@@ -107,7 +107,6 @@ def test_sessions_are_strict_whatever_the_server_default(db: Database) -> None:
     here the connection's initial) mode is lax: 1e300 would be stored as 3.4e38."""
     import sqlalchemy as sa
 
-    from rpquery.errors import DatabaseError
     from rpquery.tables import inventories
 
     kw = {}
@@ -175,11 +174,17 @@ def test_upgrade_and_check_report_a_utf8mb3_database_with_the_fix(utf8mb3_url: s
     assert "cannot store 4-byte characters" in upgraded.stderr
     assert "default character set utf8mb3" in upgraded.stderr
     assert "column projects.external_id has character set utf8mb3" in upgraded.stderr
+    db = Database(utf8mb3_url)
+    with db.begin() as conn:
+        host = provider(conn, "cn1", inventory={"VCPU": 4}).uuid
+    with pytest.raises(DatabaseError) as caught:  # before the fix: a code that says why
+        _claim(db, host, "proj-\N{GRINNING FACE}")
+    assert caught.value.code == "rpquery.db.charset"
+    assert "rpquery db check" in caught.value.detail
     checked = invoke("db", "check", "--json")
     assert checked.exit_code == 1
     fixes = [entry["fix"] for entry in json.loads(checked.stdout)["charset"]]
     assert any(f.startswith("ALTER DATABASE") for f in fixes)
-    db = Database(utf8mb3_url)
     try:
         with db.begin() as conn:  # the operator applies the fix rpquery printed
             for fix in fixes:
@@ -187,8 +192,6 @@ def test_upgrade_and_check_report_a_utf8mb3_database_with_the_fix(utf8mb3_url: s
         clean = invoke("db", "check")
         assert clean.exit_code == 0, clean.output
         assert "charset: 0 problem(s)" in clean.output
-        with db.begin() as conn:
-            host = provider(conn, "cn1", inventory={"VCPU": 4}).uuid
         _claim(db, host, "proj-\N{GRINNING FACE}")
         assert usages.project_usages_total(db, "proj-\N{GRINNING FACE}") == {"VCPU": 1}
     finally:

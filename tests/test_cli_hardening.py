@@ -242,7 +242,7 @@ def test_server_group_create_help_marks_policy_required() -> None:
     assert "[required]" in policy_help
     missing = cli("server-group", "create", "--name", "g", "--project", "p", "--user", "u")
     assert missing.exit_code == 2
-    assert "--policy" in missing.output
+    assert "rpquery.server_group.no_policy" in missing.stderr
 
 
 def test_no_valid_host_blames_the_policy_only_when_it_excluded_the_hosts(db: Database) -> None:

@@ -22,6 +22,16 @@ def run(db: Database, *args: str, code: int = 0) -> Any:
     return json.loads(result.stdout) if code == 0 else json.loads(result.stderr)
 
 
+def run_failed_job(db: Database, *args: str) -> Any:
+    """A write whose backend job failed: the answer on stdout, exit 1 with
+    ``rpquery.tags.job_failed`` on stderr."""
+    url = db.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(main, ["--db", url, *args, "--json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stderr)["errors"][0]["code"] == "rpquery.tags.job_failed"
+    return json.loads(result.stdout)
+
+
 def tags(db: Database, namespace: str = "user") -> dict[str, str]:
     data = run(db, "tags", "list", VM, "--namespace", namespace)
     return {x["tag"]: x["status"] for x in data["tags"]}
@@ -43,10 +53,12 @@ def test_cli_walkthrough(sqlite_db: Database) -> None:
     assert run(db, "tags", "process")["jobs_run"] == 1
     assert tags(db)["cache"] == "ACTIVE"
 
-    out = run(db, "tags", "add", VM, "doomed", "--fail")
+    out = run_failed_job(db, "tags", "add", VM, "doomed", "--fail")
     assert [x["tag"] for x in out["outcomes"]["dropped"]] == ["doomed"]
-    out = run(db, "tags", "delete", VM, "cache", "--fail")
+    assert out["failed"] == ["doomed"]
+    out = run_failed_job(db, "tags", "delete", VM, "cache", "--fail")
     assert [x["tag"] for x in out["outcomes"]["reinstated"]] == ["cache"]
+    assert out["failed"] == ["cache"]
 
     run(db, "tags", "replace", VM, "web", "--namespace", "system")
     run(db, "tags", "replace", VM, "web", "new")

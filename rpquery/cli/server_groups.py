@@ -74,8 +74,9 @@ def server_group() -> None:
     "--policy",
     "policies",
     multiple=True,
-    required=True,
-    help=f"Exactly one of {', '.join(sg.POLICIES)}.",
+    # Required, but checked by create_group so a missing one is rpquery.server_group.
+    # no_policy (with --json, Placement's error body) rather than a click usage error.
+    help=f"Exactly one of {', '.join(sg.POLICIES)}.  [required]",
 )
 @click.option(
     "--max-server-per-host", type=int, default=None, help="anti-affinity only (default 1)."
