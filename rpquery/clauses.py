@@ -80,9 +80,20 @@ def capacity_fits(inv: FromClause, amount: int, used: ColumnElement[int]) -> Col
     ``used + :amount <= (total - reserved) * allocation_ratio AND min_unit <= :amount
     AND max_unit >= :amount AND (step_size = 1 OR MOD(:amount, step_size) = 0)``
     """
+    return sa.and_(has_room(inv, amount, used), unit_allows(inv, amount))
+
+
+def has_room(inv: FromClause, amount: int, used: ColumnElement[int]) -> ColumnElement[bool]:
+    """``used + :amount <= (total - reserved) * allocation_ratio`` (the capacity half of
+    :func:`capacity_fits`)."""
+    return used + sa.literal(amount, sa.Integer) <= capacity(inv)
+
+
+def unit_allows(inv: FromClause, amount: int) -> ColumnElement[bool]:
+    """``min_unit <= :amount AND max_unit >= :amount AND (step_size = 1 OR
+    MOD(:amount, step_size) = 0)`` (the unit half of :func:`capacity_fits`)."""
     amt = sa.literal(amount, sa.Integer)
     return sa.and_(
-        used + amt <= capacity(inv),
         inv.c.min_unit <= amt,
         inv.c.max_unit >= amt,
         # "step_size = 1 OR ..." reads the same but lets planners estimate it from

@@ -154,11 +154,14 @@ def _rules_ok(
     return True
 
 
-def reference_candidates(cloud: Cloud, req: CandidatesRequest) -> set[Key]:
-    """Every distinct candidate of ``req`` on ``cloud``, by brute force."""
+def reference_candidates(
+    cloud: Cloud, req: CandidatesRequest, only_root: str | None = None
+) -> set[Key]:
+    """Every distinct candidate of ``req`` on ``cloud``, by brute force (``only_root``:
+    just those anchored at that root)."""
     out: set[Key] = set()
     slots = _slots(req)
-    for root in (n for n, x in cloud.p.items() if x.parent is None):
+    for root in (n for n, x in cloud.p.items() if x.parent is None and only_root in (None, n)):
         rt = cloud.p[root].traits
         if not req.root_required <= rt or rt & req.root_forbidden:
             continue

@@ -134,7 +134,16 @@ def db_check(repair: bool, as_json: bool) -> None:
 
 #: Feature modules under ``rpquery.cli``; each exposes ``COMMANDS``, a list of click
 #: commands or groups attached to :data:`main`.
-FEATURE_MODULES = ("core", "queries", "tour", "aggregates", "server_groups", "tags", "reshape")
+FEATURE_MODULES = (
+    "core",
+    "queries",
+    "why",
+    "tour",
+    "aggregates",
+    "server_groups",
+    "tags",
+    "reshape",
+)
 
 
 #: Feature modules left out of this build, with the reason (shown by ``--debug``).

@@ -1,0 +1,87 @@
+"""Benchmark scenarios for the answers Placement cannot give (issue 20): rejection
+reasons of a request no host fits (target ≤ 50 ms at 5,000 hosts).
+
+Registered in :data:`benchmarks.scenarios.REGISTRY` when this module is imported. It also
+runs on its own, loading its own cloud into scratch databases::
+
+    .venv/bin/python -m benchmarks.scenarios_why --hosts 5000 \\
+        --backends sqlite,postgresql,mysql --rounds 7
+
+which prints the median of each scenario per backend. No Placement twin: Placement
+has no such answer.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.scenarios import Context, Prepared, scenario
+
+#: Nobody has 200 VCPUs free: every host is rejected, most at ``no_capacity``, those
+#: with the forbidden GPU trait at ``forbidden_trait``.
+WHY_NOBODY = "resources=VCPU:200,MEMORY_MB:4096&required=!CUSTOM_GPU"
+#: A request most hosts pass: the search runs on the survivors.
+WHY_MOST_FIT = "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU"
+WHY = ("rpquery.why:explain_no_candidates",)
+
+
+def _why(ctx: Context, query: str) -> Prepared:
+    from rpquery.why import explain_no_candidates
+
+    def answer() -> Any:
+        return explain_no_candidates(ctx.db, query)
+
+    return Prepared(run=lambda: len(answer().reasons), answer=answer)
+
+
+@scenario("why_no_host_fits", needs=WHY)
+def why_no_host_fits(ctx: Context) -> Prepared:
+    """Rejection reasons of a request no host fits (target ≤ 50 ms at 5,000 hosts)."""
+    return _why(ctx, WHY_NOBODY)
+
+
+@scenario("why_most_hosts_fit", needs=WHY)
+def why_most_hosts_fit(ctx: Context) -> Prepared:
+    """Rejection reasons of a request most hosts fit (the search runs on them all)."""
+    return _why(ctx, WHY_MOST_FIT)
+
+
+# ---------------------------------------------------------------- standalone run
+
+BUILDERS: dict[str, Callable[[Context], Prepared]] = {
+    "why_no_host_fits": why_no_host_fits,
+    "why_most_hosts_fit": why_most_hosts_fit,
+}
+
+
+def _median_ms(fn: Callable[[], Any], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def main(argv: list[str] | None = None) -> None:
+    from benchmarks.config import scratch_database, standalone_setup
+    from rpquery.generator import CloudSpec, load_cloud
+
+    description = (__doc__ or "").splitlines()[0]
+    args, urls = standalone_setup(description, argv)
+    for backend, url in urls.items():
+        with scratch_database(backend, url) as db:
+            cloud = load_cloud(db, CloudSpec(hosts=args.hosts, seed=42))
+            ctx = Context(db, cloud, backend)
+            for name, build in BUILDERS.items():
+                prepared = build(ctx)
+                prepared.run()  # warm-up
+                ms = _median_ms(prepared.run, args.rounds)
+                print(f"{backend}: {args.hosts} hosts: {name} median {ms:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
