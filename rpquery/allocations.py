@@ -535,7 +535,10 @@ def delete_allocations(
     """Delete every allocation of a consumer and the consumer itself, if it is still at
     ``consumer_generation`` (``None``: whatever its generation, as Placement's
     ``DELETE /allocations/{consumer_uuid}``). ``NotFound``
-    (``rpquery.consumer.not_found``) if there is no such consumer."""
+    (``rpquery.consumer.not_found``) if there is no such consumer.
+
+    Provider generations stay as they are, as in Placement: freeing capacity cannot make
+    a concurrent claim on those providers wrong, so it need not make them retry."""
     consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
     if consumer_generation is not None:
         check_int(
@@ -546,8 +549,6 @@ def delete_allocations(
 
     def work(conn: Connection) -> None:
         consumers.require_present(conn, consumer_uuid)
-        state = read_state(conn, (), [consumer_uuid])
-        bump_provider_generations(conn, {p.id: p.generation for p in state.providers.values()})
         generation = consumer_generation
         if generation is None:
             generation = consumers.existing_generations(conn, [consumer_uuid]).get(

@@ -168,7 +168,7 @@ class _Walk:
 
     def isolated(self, i: int, rp: int) -> bool:
         slots, picks = self.slots, self.picks
-        return not any(slots[j].kind == "granular" and picks[j] == rp for j in range(i))
+        return not any(_isolates(slots[j]) and picks[j] == rp for j in range(i))
 
     def take(self, rp: int, rc_amounts: Sequence[tuple[int, int]], sign: int) -> None:
         taken = self.taken
@@ -335,6 +335,12 @@ def _twins(slots: Sequence[Slot], rules: SearchRules) -> list[int]:
     return out
 
 
+def _isolates(slot: Slot) -> bool:
+    """Slots ``group_policy=isolate`` keeps on distinct providers: every suffixed group,
+    resourceless ones included (as Placement counts them)."""
+    return slot.kind == "granular" or (slot.kind == "resourceless" and slot.suffix != "")
+
+
 def plan_slots(slots: Sequence[Slot], rules: SearchRules | None = None) -> SlotPlan:
     """The per-batch part of a walk, computed once per batch.
 
@@ -344,7 +350,7 @@ def plan_slots(slots: Sequence[Slot], rules: SearchRules | None = None) -> SlotP
     rules = rules or SearchRules()
     contended = _contended(slots)
     amounts = [s.rc_amounts if c else () for s, c in zip(slots, contended, strict=True)]
-    isolating = [rules.isolate and s.kind == "granular" for s in slots]
+    isolating = [rules.isolate and _isolates(s) for s in slots]
     last_class = max((j for j, s in enumerate(slots) if s.kind == "class"), default=-1)
     twin_of = _twins(slots, rules)
     members: dict[int, list[int]] = {}

@@ -103,9 +103,11 @@ def provider_filters(
     """Clauses every provider used by ``group`` must pass (``rp`` is a provider alias).
 
     Forbidden traits and aggregates are ``NOT EXISTS``; ``member_of`` is satisfied by
-    the provider or its root. Required traits are per provider only for granular
-    groups (``with_required``); the unsuffixed group checks them collectively.
-    ``root_covers=False`` (provider lists) matches ``member_of`` on the provider only.
+    the provider or, for the unsuffixed group, its root (Placement bug 1792503: a
+    granular group's ``member_of`` is the provider's own). Required traits are per
+    provider only for granular groups (``with_required``); the unsuffixed group checks
+    them collectively. ``root_covers=False`` (provider lists) matches ``member_of`` on
+    the provider only.
     """
     out: list[ColumnElement[bool]] = []
     forbidden = names.traits(group.forbidden)
@@ -113,7 +115,7 @@ def provider_filters(
         out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
     if with_required:
         out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
-    root = rp.c.root_provider_id if root_covers else None
+    root = rp.c.root_provider_id if root_covers and not group.is_granular else None
     out.extend(clauses.in_aggregates(rp.c.id, aggs, root) for aggs in group.member_of)
     if group.forbidden_aggs:
         out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, rp.c.root_provider_id))

@@ -241,6 +241,7 @@ def _reshape_on(
     )
     touched = sorted(rp_id for rp_id, _ in ids.values())
     before = _pair_usages(conn, touched)
+    held = _held_by(conn, [req.consumer_uuid for req in batch if req.is_empty])
     for uuid, provider in inv_map.items():
         write_inventory_rows(
             conn, ids[uuid][0], provider.inventories, rc_ids, replace_all=True, check_usage=False
@@ -255,6 +256,42 @@ def _reshape_on(
             raise CapacityExceeded(CAPACITY_EXCEEDED, error.detail, token=error.token) from error
     uuids = {rp_id: uuid for uuid, (rp_id, _) in ids.items()}
     _check_final(before, _pair_usages(conn, touched), uuids)
+    _match_placement_generations(conn, inv_map, batch, ids, held)
+
+
+def _held_by(conn: Connection, consumer_uuids: Sequence[str]) -> set[int]:
+    """Ids of the providers ``consumer_uuids`` hold allocations on now."""
+    if not consumer_uuids:
+        return set()
+    stmt = sa.select(allocations.c.resource_provider_id).where(
+        allocations.c.consumer_id.in_(sorted(consumer_uuids))
+    )
+    return {int(rp_id) for rp_id in conn.execute(stmt).scalars()}
+
+
+def _match_placement_generations(
+    conn: Connection,
+    inv_map: Mapping[str, ProviderInventories],
+    batch: Sequence[ConsumerAllocations],
+    ids: Mapping[str, tuple[int, int]],
+    held: set[int],
+) -> None:
+    """Raise generations to where Placement's reshaper leaves them, so clients that
+    compare generations see the same values. Placement bumps a provider once for its
+    interim inventory (when it has any), once in the allocation write (providers named
+    in the new allocations, and those of consumers whose allocations are emptied) and
+    once for its final inventory; the write above bumped each touched provider once."""
+    in_allocs = {ids[rp][0] for req in batch for rp in req.allocations} | held
+    extra: dict[int, int] = {}
+    for uuid, provider in inv_map.items():
+        rp_id = ids[uuid][0]
+        extra[rp_id] = bool(provider.inventories) + (rp_id in in_allocs)
+    rp = resource_providers
+    for rp_id, more in sorted(extra.items()):
+        if more:
+            conn.execute(
+                rp.update().where(rp.c.id == rp_id).values(generation=rp.c.generation + more)
+            )
 
 
 def _resolve_providers(
@@ -301,16 +338,21 @@ def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
 
 
 def _check_final(before: _Pairs, after: _Pairs, uuids: Mapping[int, str]) -> None:
-    """The final state: no allocation without inventory; no overage larger than before."""
+    """The final state: no allocation without inventory (checked first, everywhere, as
+    Placement reports a removed inventory in use before any capacity problem); no
+    overage larger than before."""
+    for (rp_id, _), pair in sorted(after.items()):
+        if pair.capacity is None:
+            rc = pair.resource_class
+            raise InUse(
+                INVENTORY_IN_USE,
+                f"{rc} on provider {uuids.get(rp_id, rp_id)}: the inventory is removed but "
+                f"{pair.used} units stay allocated",
+                token=rc,
+            )
     for (rp_id, rc_id), pair in sorted(after.items()):
         rc = pair.resource_class
         where = f"{rc} on provider {uuids.get(rp_id, rp_id)}"
-        if pair.capacity is None:
-            raise InUse(
-                INVENTORY_IN_USE,
-                f"{where}: the inventory is removed but {pair.used} units stay allocated",
-                token=rc,
-            )
         old = before.get((rp_id, rc_id))
         allowed = old.overage if old is not None and old.capacity is not None else 0
         if pair.overage > allowed:

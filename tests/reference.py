@@ -78,7 +78,9 @@ def _filters_ok(cloud: Cloud, g: RequestGroup, name: str, with_required: bool) -
     aggs = x.aggs | cloud.p[cloud.root(name)].aggs
     if x.traits & g.forbidden or aggs & g.forbidden_aggs:
         return False
-    if any(not (aggs & s) for s in g.member_of):
+    # A granular group's member_of is the provider's own (Placement bug 1792503).
+    member = x.aggs if g.suffix else aggs
+    if any(not (member & s) for s in g.member_of):
         return False
     if g.in_tree is not None:
         tree_root = next((n for n, p in cloud.p.items() if p.uuid == g.in_tree), None)
@@ -144,7 +146,7 @@ def _rules_ok(
         if any(not (have & s) for s in unsuffixed[0].required):
             return False
     if req.group_policy == "isolate":
-        granular = [n for (g, _), n in zip(slots, picks, strict=True) if g.suffix and g.resources]
+        granular = [n for (g, _), n in zip(slots, picks, strict=True) if g.suffix]
         if len(granular) != len(set(granular)):
             return False
     for subtree in req.same_subtree:

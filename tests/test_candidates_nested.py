@@ -288,10 +288,16 @@ def test_exclude_nested_keeps_one_provider_per_tree(db: Database) -> None:
 
     assert not has_nested(db)
     with db.begin() as conn:
-        flat = provider(conn, "incl_flat", inventory={"VCPU": 4, "DISK_GB": 100},
-                        aggregates=[AGG_S])
-        provider(conn, "incl_ss", inventory={"DISK_GB": 100}, aggregates=[AGG_S],
-                 traits=["MISC_SHARES_VIA_AGGREGATE"])
+        flat = provider(
+            conn, "incl_flat", inventory={"VCPU": 4, "DISK_GB": 100}, aggregates=[AGG_S]
+        )
+        provider(
+            conn,
+            "incl_ss",
+            inventory={"DISK_GB": 100},
+            aggregates=[AGG_S],
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+        )
         tree = provider(conn, "excl_tree", inventory={"DISK_GB": 100})
         provider(conn, "excl_tree_numa", parent=tree, inventory={"VCPU": 4})
         assert flat.id != tree.id
@@ -308,3 +314,30 @@ def test_exclude_nested_keeps_one_provider_per_tree(db: Database) -> None:
     assert len(limited.allocation_requests) == 1
     used = set(limited.allocation_requests[0].allocations)
     assert set(limited.provider_summaries) == used
+
+
+def test_granular_member_of_is_the_providers_own(db: Database) -> None:
+    """An aggregate on the root spans the tree for the unsuffixed group only; a granular
+    group's member_of needs the provider itself in it (Placement bug 1792503)."""
+    with db.begin() as conn:
+        cn = provider(conn, "incl_cn", aggregates=[AGG_X])
+        provider(conn, "incl_numa", parent=cn, inventory={"VCPU": 4})
+    assert (
+        len(allocation_candidates(db, f"resources=VCPU:1&member_of={AGG_X}").allocation_requests)
+        == 1
+    )
+    granular = allocation_candidates(db, f"resources1=VCPU:1&member_of1={AGG_X}")
+    assert granular.allocation_requests == ()
+
+
+def test_isolate_counts_resourceless_groups(db: Database) -> None:
+    """group_policy=isolate keeps every suffixed group on its own provider, resourceless
+    ones too (Placement counts them)."""
+    with db.begin() as conn:
+        cn = provider(conn, "incl_cn")
+        provider(
+            conn, "incl_pf", parent=cn, inventory={"SRIOV_NET_VF": 8}, traits=["CUSTOM_PHYSNET1"]
+        )
+    query = "resources_A=SRIOV_NET_VF:1&required_B=CUSTOM_PHYSNET1&same_subtree=_A,_B"
+    assert len(allocation_candidates(db, query + "&group_policy=none").allocation_requests) == 1
+    assert allocation_candidates(db, query + "&group_policy=isolate").allocation_requests == ()

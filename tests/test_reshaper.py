@@ -133,8 +133,27 @@ def test_numa_split_moves_inventory_and_allocations(db: Database) -> None:
     assert {rp: pa.resources for rp, pa in mig.allocations.items()} == {
         cloud.numa1: {"VCPU": 2, "MEMORY_MB": 2048}
     }
-    for rp in (cloud.root, cloud.numa0, cloud.numa1):  # one step: each generation + 1
-        assert usages.provider_allocations(db, rp).generation == 1
+    # Placement's steps: interim inventory, allocation write, final inventory (each + 1)
+    for rp in (cloud.root, cloud.numa0, cloud.numa1):
+        assert usages.provider_allocations(db, rp).generation == 3
+
+
+def test_generations_move_as_placements(db: Database) -> None:
+    """A provider given empty inventories and left out of the new allocations moves once
+    (final inventory only); one given inventories and allocations three times."""
+    cloud = build(db)
+    invs, allocs = numa_split(cloud)
+    invs = {cloud.root: ProviderInventories(0, {}), cloud.numa0: invs[cloud.numa0]}
+    allocs = [
+        replace(a, allocations={cloud.numa0: a.allocations[next(iter(a.allocations))]})
+        for a in allocs
+    ]
+    reshaper.reshape(db, invs, allocs)
+    gens = {
+        rp: usages.provider_allocations(db, rp).generation
+        for rp in (cloud.root, cloud.numa0, cloud.numa1)
+    }
+    assert gens == {cloud.root: 1, cloud.numa0: 3, cloud.numa1: 0}
 
 
 def _refused(

@@ -252,8 +252,10 @@ def test_unchecked_generation_creates_updates_and_deletes(db: Database, cn: Ref)
 def test_delete_allocations_without_generation(db: Database, cn: Ref) -> None:
     alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 2}}))
     alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 3}}, gen=1))
+    assert gens(db) == {"cn1": 2}
     alloc_api.delete_allocations(db, C1, consumer_generation=None)
     assert snapshot(db)["allocations"] == [] and snapshot(db)["consumers"] == []
+    assert gens(db) == {"cn1": 2}  # as Placement: a delete bumps no provider generation
     with pytest.raises(NotFound):
         alloc_api.delete_allocations(db, C1, consumer_generation=None)
 
