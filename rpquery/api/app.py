@@ -1,0 +1,160 @@
+"""``make_app``: Placement's REST API as a WSGI application on an rpquery database.
+
+>>> app = make_app("sqlite://")
+>>> callable(app)
+True
+
+One Falcon app; per request, in order (as Placement's middleware stack does it):
+
+1. a request id (``x-openstack-request-id``);
+2. authentication (``noauth2``; the root ``/`` and ``/healthcheck`` need none) → 401;
+3. microversion negotiation (``OpenStack-API-Version``) → 400 / 406;
+4. ``Content-Length`` without ``Content-Type`` → 400;
+5. routing (404, 405 with ``allow``), the route's version range (404), its content
+   checks (415, 406) and policy rule (403), then the handler.
+
+Every response, errors included, carries ``openstack-api-version`` and ``vary`` once
+the version is known, and the request id. Errors of any kind are rendered by
+:func:`rpquery.api.errors.render`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import falcon
+
+from rpquery.api import auth as auth_mod
+from rpquery.api.context import RequestContext
+from rpquery.api.errors import ApiError, from_rpquery, render
+from rpquery.api.microversion import HEADER, SERVICE, parse_header
+from rpquery.api.routing import Route, add_routes
+from rpquery.api.util import ctx
+from rpquery.db import Database
+from rpquery.errors import RpqueryError
+
+LOG = logging.getLogger("rpquery.api")
+
+#: Paths that need no authentication (Placement exempts only the root).
+PUBLIC_PATHS = frozenset({"/", "", "/healthcheck"})
+
+
+class _Request(falcon.Request):
+    context_type = RequestContext
+
+
+class _Negotiation:
+    """Falcon middleware for steps 1–4 of the module docstring and the headers."""
+
+    def __init__(self, db: Database, auth: str, authorizer: auth_mod.Authorizer) -> None:
+        self.db = db
+        self.auth = auth
+        self.authorizer = authorizer
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        context = ctx(req)
+        context.db = self.db
+        context.authorizer = self.authorizer
+        context.request_id = f"req-{uuid.uuid4()}"
+        env = req.env
+        version_error = None
+        try:
+            context.version = parse_header(env.get("HTTP_OPENSTACK_API_VERSION"))
+            context.version_set = True
+        except ApiError as exc:
+            version_error = exc
+        if self.auth == "noauth2" and env.get("PATH_INFO", "") not in PUBLIC_PATHS:
+            context.identity = auth_mod.noauth2(env)
+        elif self.auth != "noauth2":
+            context.identity = auth_mod.Identity("admin", "admin", frozenset({"admin"}))
+        if version_error is not None:
+            raise version_error
+        _check_content_length(env)
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, ok: bool
+    ) -> None:
+        context = ctx(req)
+        if context.version_set:
+            resp.set_header(HEADER, f"{SERVICE} {context.version}")
+            resp.append_header("vary", HEADER)
+        if context.request_id:
+            resp.set_header("x-openstack-request-id", context.request_id)
+
+
+def _check_content_length(env: dict[str, Any]) -> None:
+    length = env.get("CONTENT_LENGTH")
+    if not length:
+        return
+    try:
+        size = int(length)
+    except ValueError:
+        raise ApiError(400, "content-length header must be an integer") from None
+    if size > 0 and not env.get("CONTENT_TYPE"):
+        raise ApiError(400, "content-type header required when content-length > 0")
+
+
+def _as_api_error(exc: BaseException) -> ApiError:
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, RpqueryError):
+        error = from_rpquery(exc)
+        if error.status >= 500:
+            LOG.error("library error: %s", exc, exc_info=exc)
+        return error
+    if isinstance(exc, falcon.HTTPError):
+        return ApiError(exc.status_code, exc.description or "")
+    LOG.error("unexpected error: %s", exc, exc_info=exc)
+    return ApiError(500, str(exc))
+
+
+def _handle_error(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    error = _as_api_error(exc)
+    context = ctx(req)
+    version = context.version if context.version_set else None
+    content_type, body = render(error, req.env, version=version, request_id=context.request_id)
+    resp.status = error.status
+    resp.content_type = content_type
+    resp.data = body
+    for name, value in error.headers.items():
+        resp.set_header(name, value)
+
+
+def default_routes() -> list[Route]:
+    """Every route of the API (:mod:`rpquery.api.routes`)."""
+    from rpquery.api.routes import ROUTES
+
+    return list(ROUTES)
+
+
+def make_app(
+    db: str | Database,
+    *,
+    auth: str = "noauth2",
+    authorizer: auth_mod.Authorizer | None = None,
+    routes: Iterable[Route] | None = None,
+) -> falcon.App:
+    """The WSGI app serving Placement's API (microversions 1.0–1.39) on ``db``.
+
+    ``db`` is a database URL or a :class:`rpquery.db.Database`. ``auth`` is
+    ``"noauth2"`` (Placement's test strategy: ``X-Auth-Token: user[:project]``,
+    ``admin`` is admin) or ``"none"`` (every caller is admin: behind a trusted
+    proxy, benchmarks). ``authorizer`` decides policy rules
+    (:func:`rpquery.api.auth.admin_only` by default, Placement's legacy rules).
+    """
+    if auth not in ("noauth2", "none"):
+        raise ValueError(f"unknown auth strategy {auth!r}: use 'noauth2' or 'none'")
+    database = db if isinstance(db, Database) else Database(db)
+    chosen = authorizer or (auth_mod.admin_only if auth == "noauth2" else auth_mod.allow_all)
+    app = falcon.App(
+        request_type=_Request,
+        middleware=[_Negotiation(database, auth, chosen)],
+    )
+    app.req_options.strip_url_path_trailing_slash = False
+    app.add_error_handler(Exception, _handle_error)
+    app.add_error_handler(falcon.HTTPError, _handle_error)
+    add_routes(app, routes if routes is not None else default_routes())
+    return app

@@ -1,0 +1,199 @@
+"""HTTP errors in Placement's shape, and the map from rpquery's error codes to them.
+
+Handlers raise :class:`ApiError` (or let an :class:`rpquery.errors.RpqueryError`
+through); the app renders either as Placement does::
+
+    {"errors": [{"status": 404, "title": "Not Found",
+                 "detail": "The resource could not be found.\\n\\n No resource provider ...  ",
+                 "code": "placement.resource_provider.not_found",   # from 1.23
+                 "request_id": "req-..."}]}
+
+The ``detail`` keeps Placement's layout (a fixed explanation per status, a blank line,
+the message) because clients and Placement's own tests match text in it. Like
+Placement, the body is JSON only when the client's ``Accept`` prefers JSON; otherwise
+plain text or HTML.
+
+>>> from_rpquery(NotFound("rpquery.provider.not_found", "no provider x")).status
+404
+>>> from_rpquery(Conflict("rpquery.provider.duplicate", "taken")).code
+'placement.duplicate_name'
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+from http import HTTPStatus
+
+from rpquery.errors import Conflict, InvalidRequest, NotFound, RpqueryError
+
+# Placement's error codes (placement/errors.py): the values clients dispatch on.
+DEFAULT = "placement.undefined_code"
+INVENTORY_INUSE = "placement.inventory.inuse"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+DUPLICATE_NAME = "placement.duplicate_name"
+PROVIDER_IN_USE = "placement.resource_provider.inuse"
+PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
+RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
+ILLEGAL_DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
+QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
+QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
+
+#: rpquery code → Placement code, for the codes whose meaning a client checks.
+PLACEMENT_CODES: Mapping[str, str] = {
+    "rpquery.concurrent_update": CONCURRENT_UPDATE,
+    "rpquery.provider.generation_conflict": CONCURRENT_UPDATE,
+    "rpquery.consumer.generation_conflict": CONCURRENT_UPDATE,
+    "rpquery.provider.duplicate": DUPLICATE_NAME,
+    "rpquery.provider.in_use": PROVIDER_IN_USE,
+    "rpquery.provider.has_children": PROVIDER_CANNOT_DELETE_PARENT,
+    "rpquery.provider.not_found": RESOURCE_PROVIDER_NOT_FOUND,
+    "rpquery.inventory.in_use": INVENTORY_INUSE,
+}
+
+# The fixed first sentence of each status's detail (as WebOb, and so Placement, words it).
+_EXPLANATIONS: Mapping[int, str] = {
+    400: "The server could not comply with the request since it is either malformed "
+    "or otherwise incorrect.",
+    401: "This server could not verify that you are authorized to access the document "
+    "you requested.  Either you supplied the wrong credentials (e.g., bad password), "
+    "or your browser does not understand how to supply the credentials required.",
+    403: "Access was denied to this resource.",
+    404: "The resource could not be found.",
+    406: "The resource could not be generated that was acceptable to your browser "
+    "(content of type {accept}. ",
+    409: "There was a conflict when trying to complete your request.",
+    415: "The request media type {content_type} is not supported by this server.",
+    500: "The server has either erred or is incapable of performing the requested operation.",
+    503: "The server is currently unavailable. Please try again at a later time.",
+}
+
+
+class ApiError(Exception):
+    """An HTTP error response: ``status``, a human ``message`` and a Placement ``code``.
+
+    ``headers`` are added to the response (``allow`` on a 405); ``extra`` fields go
+    into the JSON error entry (``min_version``/``max_version`` on a 406 for an
+    unsupported microversion).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str = "",
+        *,
+        code: str = DEFAULT,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+
+def from_rpquery(exc: RpqueryError) -> ApiError:
+    """The HTTP error for a library error: ``InvalidRequest`` → 400, ``NotFound`` → 404,
+    ``Conflict`` (and subclasses) → 409, anything else → 500; the Placement code from
+    :data:`PLACEMENT_CODES` (``placement.undefined_code`` otherwise)."""
+    if isinstance(exc, InvalidRequest):
+        status = 400
+    elif isinstance(exc, NotFound):
+        status = 404
+    elif isinstance(exc, Conflict):
+        status = 409
+    else:
+        status = 500
+    return ApiError(status, exc.detail, code=PLACEMENT_CODES.get(exc.code, DEFAULT))
+
+
+def title(status: int) -> str:
+    return HTTPStatus(status).phrase
+
+
+def detail_text(status: int, message: str, environ: Mapping[str, str]) -> str:
+    """Placement's ``detail``: the explanation, a blank line, the message."""
+    if status == 405:
+        method = environ.get("REQUEST_METHOD", "")
+        return f"The method {method} is not allowed for this resource. \n\n {message}"
+    explanation = _EXPLANATIONS.get(status, "")
+    explanation = explanation.format(
+        accept=environ.get("HTTP_ACCEPT", ""), content_type=environ.get("CONTENT_TYPE", "")
+    )
+    return f"{explanation}\n\n {message}  "
+
+
+def q_of(offer: str, ranges: list[tuple[str, float]]) -> float:
+    """The quality the ``Accept`` ranges give ``offer`` (most specific range wins)."""
+    kind = offer.split("/")[0] + "/*"
+    best, rank = 0.0, -1
+    for media, q in ranges:
+        this = 2 if media == offer else 1 if media == kind else 0 if media == "*/*" else -1
+        if this > rank:
+            best, rank = q, this
+    return best if rank >= 0 else 0.0
+
+
+def accept_ranges(accept: str) -> list[tuple[str, float]]:
+    ranges = []
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media:
+            ranges.append((media.lower(), q))
+    return ranges
+
+
+def error_media_type(accept: str | None) -> str:
+    """``text/html`` or ``application/json`` for an error body, whichever ``Accept``
+    rates higher (HTML on a tie, as WebOb decides for Placement); ``text/plain`` when
+    neither is acceptable or there is no ``Accept``."""
+    if not accept:
+        return "text/plain"
+    ranges = accept_ranges(accept)
+    html_q, json_q = q_of("text/html", ranges), q_of("application/json", ranges)
+    if max(html_q, json_q) <= 0:
+        return "text/plain"
+    return "text/html" if html_q >= json_q else "application/json"
+
+
+def render(
+    error: ApiError,
+    environ: Mapping[str, str],
+    *,
+    version: tuple[int, int] | None,
+    request_id: str | None,
+) -> tuple[str, bytes]:
+    """``(content type, body)`` of ``error`` for the request in ``environ``."""
+    detail = detail_text(error.status, error.message, environ)
+    media = error_media_type(environ.get("HTTP_ACCEPT"))
+    head = f"{error.status} {title(error.status)}"
+    if media == "application/json":
+        entry: dict[str, object] = {
+            "status": error.status,
+            "title": title(error.status),
+            "detail": detail,
+        }
+        if version is not None and version >= (1, 23):
+            entry["code"] = error.code
+        if request_id:
+            entry["request_id"] = request_id
+        entry.update(error.extra)
+        return media, json.dumps({"errors": [entry]}).encode()
+    if media == "text/html":
+        body = (
+            f"<html>\n <head>\n  <title>{head}</title>\n </head>\n <body>\n  <h1>{head}</h1>\n"
+            f"  {html.escape(detail)}\n </body>\n</html>"
+        )
+        return media + "; charset=UTF-8", body.encode()
+    return media + "; charset=UTF-8", f"{head}\n\n{detail}".encode()

@@ -1,0 +1,120 @@
+"""Request and response helpers for handlers.
+
+>>> is_uuid_like("6a4d3d6a-6e47-4a5b-9fa4-1b1e9c3f3c3d"), is_uuid_like("pony")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid as uuidlib
+from collections.abc import Mapping
+from typing import Any, cast
+
+import falcon
+import jsonschema
+from falcon.uri import parse_query_string
+
+from rpquery.api.context import RequestContext
+from rpquery.api.errors import ApiError
+
+JSON = "application/json"
+_FORMATS = jsonschema.FormatChecker()
+
+
+@_FORMATS.checks("uuid")
+def is_uuid_like(value: object) -> bool:
+    """Placement's notion of a uuid: parses as one, with or without dashes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parsed = uuidlib.UUID(value)
+    except ValueError:
+        return False
+    return parsed.hex == value.replace("-", "").lower()
+
+
+def ctx(req: falcon.Request) -> RequestContext:
+    """The request's :class:`RequestContext` (typed access to ``req.context``)."""
+    return cast(RequestContext, req.context)
+
+
+def want(req: falcon.Request, version: tuple[int, int]) -> bool:
+    """Does the request speak microversion ``version`` or newer?"""
+    return ctx(req).version >= version
+
+
+def validate(data: Any, schema: Mapping[str, Any], prefix: str) -> None:
+    """Validate ``data`` against a JSON schema; 400 ``"<prefix>: <jsonschema error>"``."""
+    try:
+        jsonschema.validate(data, schema, format_checker=_FORMATS)
+    except jsonschema.ValidationError as exc:
+        raise ApiError(400, f"{prefix}: {exc}") from None
+
+
+def json_body(req: falcon.Request, schema: Mapping[str, Any]) -> Any:
+    """The request body parsed as JSON and validated against ``schema`` (400
+    ``Malformed JSON: ...`` / ``JSON does not validate: ...`` as Placement words them)."""
+    raw = req.bounded_stream.read()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"Malformed JSON: {exc}") from None
+    validate(data, schema, "JSON does not validate")
+    return data
+
+
+def query(req: falcon.Request) -> dict[str, list[str]]:
+    """Every query parameter with all its values, blank ones kept, in order."""
+    parsed = parse_query_string(req.query_string, keep_blank=True, csv=False)
+    return {k: v if isinstance(v, list) else [v] for k, v in parsed.items()}
+
+
+def query_params(req: falcon.Request, schema: Mapping[str, Any]) -> dict[str, str]:
+    """The query parameters (last value of a repeated one) validated against
+    ``schema`` (400 ``Invalid query string parameters: ...``)."""
+    params = {k: v[-1] for k, v in query(req).items()}
+    validate(params, schema, "Invalid query string parameters")
+    return params
+
+
+def send_json(
+    req: falcon.Request,
+    resp: falcon.Response,
+    body: Any,
+    *,
+    status: int = 200,
+    cache: bool = True,
+    last_modified: dt.datetime | None = None,
+) -> None:
+    """A JSON response; with ``cache`` the 1.15+ ``cache-control: no-cache`` and
+    ``last-modified`` (``last_modified`` or now) headers."""
+    resp.status = status
+    resp.content_type = JSON
+    resp.data = json.dumps(body).encode()
+    if cache:
+        no_cache(req, resp, last_modified)
+
+
+def no_cache(
+    req: falcon.Request, resp: falcon.Response, last_modified: dt.datetime | None = None
+) -> None:
+    """From microversion 1.15: ``cache-control: no-cache`` and ``last-modified``."""
+    if want(req, (1, 15)):
+        resp.cache_control = ["no-cache"]
+        resp.last_modified = last_modified or dt.datetime.now(dt.UTC)
+
+
+def empty(resp: falcon.Response, status: int = 204, *, location: str | None = None) -> None:
+    """A bodiless response (201/204), optionally with a ``location``."""
+    resp.status = status
+    resp.content_type = None
+    resp.data = b""
+    if location is not None:
+        resp.location = location
+
+
+def url(req: falcon.Request, path: str) -> str:
+    """``path`` under the app's mount point (``SCRIPT_NAME``), for links and ``location``."""
+    return f"{req.env.get('SCRIPT_NAME', '')}{path}"
