@@ -268,15 +268,70 @@ def delete_trait(db: Database, name: str) -> None:
             raise InUse("rpquery.trait.in_use", f"{name} is set on a provider") from error
 
 
-def list_traits(db: Database, *, prefix: str | None = None) -> list[str]:
+def list_traits(
+    db: Database,
+    *,
+    prefix: str | None = None,
+    names: Iterable[str] | None = None,
+    associated: bool | None = None,
+) -> list[str]:
     """Trait names, sorted; only those starting with ``prefix`` when given
-    (Placement's ``name=startswith:``); ``rpquery.trait.bad_prefix`` for a prefix that is
-    not storable text."""
+    (Placement's ``name=startswith:``; ``rpquery.trait.bad_prefix`` for a prefix that is
+    not storable text), only those in ``names`` (``name=in:``), only those some provider
+    has (``associated=true``) or none has (``false``)."""
     stmt = sa.select(traits.c.name).order_by(traits.c.name)
     if prefix is not None:
         check_text(prefix, "rpquery.trait.bad_prefix", "trait name prefix", allow_empty=True)
     if prefix:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         stmt = stmt.where(traits.c.name.like(escaped + "%", escape="\\"))
+    if names is not None:
+        stmt = stmt.where(traits.c.name.in_(sorted(set(names))))
+    if associated is not None:
+        linked = sa.exists().where(resource_provider_traits.c.trait_id == traits.c.id)
+        stmt = stmt.where(linked if associated else ~linked)
     with db.connect() as conn:
         return list(conn.execute(stmt).scalars())
+
+
+def has_resource_class(db: Database, name: str) -> bool:
+    """Does resource class ``name`` exist (standard or custom)?"""
+    with db.connect() as conn:
+        return bool(resource_class_ids(conn, [name]))
+
+
+def has_trait(db: Database, name: str) -> bool:
+    """Does trait ``name`` exist (standard or custom)?"""
+    with db.connect() as conn:
+        return bool(trait_ids(conn, [name]))
+
+
+def update_resource_class(db: Database, name: str, new_name: str) -> None:
+    """Rename custom resource class ``name`` to ``new_name`` (Placement's ``PUT
+    /resource_classes/{name}`` before microversion 1.7). ``InvalidRequest``
+    ``rpquery.resource_class.standard`` for a standard class, ``NotFound``
+    ``rpquery.resource_class.not_found``, ``Conflict`` ``rpquery.resource_class.exists``
+    when ``new_name`` is taken; the id, and so every inventory and allocation, stays."""
+    if name in STANDARD_RESOURCE_CLASSES:
+        raise InvalidRequest(
+            "rpquery.resource_class.standard", f"cannot update standard class {name}", token=name
+        )
+    _check_custom(new_name, "resource_class")
+    with db.begin() as conn:
+        found = resource_class_ids(conn, [name, new_name])
+        if name not in found:
+            raise NotFound("rpquery.resource_class.not_found", f"no class {name}", token=name)
+        if new_name in found and new_name != name:
+            raise Conflict(
+                "rpquery.resource_class.exists", f"{new_name} already exists", token=new_name
+            )
+        try:
+            conn.execute(
+                resource_classes.update()
+                .where(resource_classes.c.id == found[name])
+                .values(name=new_name)
+            )
+        except sa.exc.IntegrityError as error:
+            raise Conflict(
+                "rpquery.resource_class.exists", f"{new_name} already exists", token=new_name
+            ) from error

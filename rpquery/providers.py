@@ -308,3 +308,90 @@ def delete_provider(db: Database, rp_uuid: str) -> None:
             raise ConcurrentUpdate(
                 GENERATION_CONFLICT, f"provider {rp_uuid} changed while being deleted"
             )
+
+
+_KEEP = object()
+
+
+def update_provider(
+    db: Database,
+    rp_uuid: str,
+    *,
+    name: str | None = None,
+    parent_uuid: str | None | object = _KEEP,
+    allow_reparenting: bool = True,
+) -> ResourceProvider:
+    """Placement's ``PUT /resource_providers/{uuid}``: rename and/or move a provider in
+    one transaction, without a generation check and without raising the generation
+    (Placement's rule for this call; last writer wins).
+
+    ``parent_uuid`` left out keeps the parent; ``None`` makes the provider a root. With
+    ``allow_reparenting=False`` (microversions before 1.37) only a root may be given a
+    parent: ``InvalidRequest`` ``rpquery.provider.reparent_not_allowed`` /
+    ``rpquery.provider.unparent_not_allowed`` otherwise. Other errors as
+    :func:`rename_provider` and :func:`set_parent`.
+    """
+    rp_uuid = check_uuid(rp_uuid, what="provider")
+    if name is not None:
+        check_name(name)
+    rp = resource_providers
+    with db.begin() as conn:
+        rp_id, found = _load(conn, rp_uuid)
+        values: dict[str, object] = {}
+        if name is not None and name != found.name:
+            values["name"] = name
+        new_root: int | None = None
+        if parent_uuid is not _KEEP and parent_uuid != found.parent_uuid:
+            new_root, values["parent_provider_id"] = _new_parent(
+                conn, rp_id, found, parent_uuid, allow_reparenting  # type: ignore[arg-type]
+            )
+        if values:
+            try:
+                conn.execute(rp.update().where(rp.c.id == rp_id).values(**values))
+            except exc.IntegrityError as error:
+                raise _duplicate(str(name), rp_uuid, error) from error
+        if new_root is not None:
+            conn.execute(
+                rp.update().where(rp.c.id.in_(subtree_ids(rp_id))).values(root_provider_id=new_root)
+            )
+        return _load(conn, rp_uuid)[1]
+
+
+def _new_parent(
+    conn: Connection,
+    rp_id: int,
+    found: ResourceProvider,
+    parent_uuid: str | None,
+    allow_reparenting: bool,
+) -> tuple[int, int | None]:
+    """``(new root id, new parent id)`` for moving ``found`` under ``parent_uuid``."""
+    if parent_uuid is None:
+        if not allow_reparenting:
+            raise InvalidRequest(
+                "rpquery.provider.unparent_not_allowed",
+                "un-parenting a provider is not allowed before microversion 1.37",
+                token=found.uuid,
+            )
+        return rp_id, None
+    parent = check_uuid(parent_uuid, what="provider")
+    rp = resource_providers
+    stmt = sa.select(rp.c.id, rp.c.root_provider_id).where(rp.c.uuid == parent)
+    row = conn.execute(stmt).first()
+    if row is None:
+        raise InvalidRequest(
+            "rpquery.provider.parent_not_found", f"no provider {parent}", token=parent
+        )
+    if found.parent_uuid is not None and not allow_reparenting:
+        raise InvalidRequest(
+            "rpquery.provider.reparent_not_allowed",
+            "re-parenting a provider is not allowed before microversion 1.37",
+            token=parent,
+        )
+    below = subtree_ids(rp_id).subquery()
+    if conn.execute(sa.select(below.c.id).where(below.c.id == int(row[0]))).first():
+        raise InvalidRequest(
+            "rpquery.provider.cycle",
+            f"provider {parent} is {found.uuid} or below it: that would make a cycle",
+            token=parent,
+        )
+    return int(row[1]), int(row[0])

@@ -45,6 +45,7 @@ class Route:
     max_version: Version = MAX_VERSION
     body: bool = False
     accept: bool = False
+    status_below: int = 404
 
 
 def route(
@@ -57,9 +58,11 @@ def route(
     until: str | None = None,
     body: bool = False,
     accept: bool = False,
+    status_below: int = 404,
 ) -> Route:
     """Shorthand: ``route("/traits", "GET", list_traits, "placement:traits:list",
-    since="1.6", accept=True)``."""
+    since="1.6", accept=True)``. ``status_below`` is the status for a request older
+    than ``since`` (404; Placement answers 405 for one route)."""
     return Route(
         path,
         method,
@@ -69,6 +72,7 @@ def route(
         Version.of(until) if until else MAX_VERSION,
         body,
         accept,
+        status_below,
     )
 
 
@@ -110,7 +114,7 @@ class _Path:
                 if r.min_version <= context.version <= r.max_version:
                     break
             else:
-                raise ApiError(404, "")
+                raise ApiError(candidates[0].status_below, "")
             if r.body and _content_type(req) != JSON:
                 bad = _content_type(req) or "None"
                 raise ApiError(415, f"The media type {bad} is not supported, use {JSON}")
