@@ -8,13 +8,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= sqlite:///rpquery.db
 PYTEST_ARGS ?=
+BIND ?= 127.0.0.1:8778
+WORKERS ?= 2
 BENCH_SCALE ?= medium
 BENCH_BACKENDS ?= sqlite,postgresql,mysql
 SEEDS ?= 1-20
 BACKENDS ?= sqlite,postgresql,mysql
 DIFF_REQUESTS ?= 250
 
-.PHONY: help install run test test-fast lint type bench bench-placement placement-venv diff-placement clean
+.PHONY: help install run serve test test-fast lint type bench bench-placement placement-venv diff-placement clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -30,6 +32,10 @@ install: $(STAMP) ## Create .venv and install rpquery with its test extras (pinn
 
 run: $(STAMP) ## The main job: create rpquery.db (SQLite), load a sample cloud, print a guided tour
 	$(BIN)/rpquery --db $(DB) tour
+
+serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WORKERS processes (rpquery serve)
+	$(BIN)/rpquery --db $(DB) db upgrade
+	$(BIN)/rpquery --db $(DB) serve --bind $(BIND) --workers $(WORKERS)
 
 test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB (CI=true fails on a missing backend)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

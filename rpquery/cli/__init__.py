@@ -143,6 +143,7 @@ FEATURE_MODULES = (
     "server_groups",
     "tags",
     "reshape",
+    "serve",
 )
 
 

@@ -1,0 +1,19 @@
+"""A factory for WSGI servers: ``gunicorn 'rpquery.api.wsgi:create_app()'`` (or uWSGI,
+mod_wsgi, ...). The database URL comes from ``RPQUERY_DB_URL`` and the auth strategy
+from ``RPQUERY_API_AUTH`` (``noauth2`` by default)."""
+
+from __future__ import annotations
+
+import os
+
+import falcon
+
+from rpquery.api.app import make_app
+from rpquery.db import DEFAULT_URL
+
+
+def create_app() -> falcon.App:
+    return make_app(
+        os.environ.get("RPQUERY_DB_URL", DEFAULT_URL),
+        auth=os.environ.get("RPQUERY_API_AUTH", "noauth2"),
+    )

@@ -1,0 +1,65 @@
+"""``rpquery serve``: Placement's REST API on a production WSGI server (gunicorn).
+
+$ rpquery --db postgresql://placement@db/placement serve --bind 0.0.0.0:8778 --workers 4
+"""
+
+from __future__ import annotations
+
+import click
+
+from rpquery import migrations
+from rpquery.cli._common import get_db, handles_errors
+
+
+@click.command("serve")
+@click.option(
+    "--bind", default="127.0.0.1:8778", show_default=True, help="HOST:PORT to listen on."
+)
+@click.option(
+    "--workers",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Worker processes (each with its own connection pool).",
+)
+@click.option(
+    "--auth",
+    type=click.Choice(["noauth2", "none"]),
+    default="noauth2",
+    show_default=True,
+    help="noauth2: Placement's X-Auth-Token user[:project]; "
+    "none: every caller is admin (trusted proxy in front).",
+)
+@click.option(
+    "--access-log",
+    default="-",
+    show_default=True,
+    help="Where JSON access log lines go ('-' = stdout, 'off' = nowhere).",
+)
+@click.option(
+    "--graceful-timeout",
+    default=30,
+    show_default=True,
+    help="Seconds in-flight requests get to finish on SIGTERM.",
+)
+@handles_errors
+def serve(bind: str, workers: int, auth: str, access_log: str, graceful_timeout: int) -> None:
+    """Serve Placement's REST API (microversions 1.0-1.39) on this database."""
+    from rpquery.api.server import serve as run
+
+    db = get_db()
+    migrations.require_current(db)
+    url = db.url.render_as_string(hide_password=False)
+    db.engine.dispose()  # workers open their own connections after the fork
+    click.echo(f"rpquery API on http://{bind} ({workers} workers, auth {auth})", err=True)
+    run(
+        url,
+        bind=bind,
+        workers=workers,
+        auth=auth,
+        access_log=None if access_log == "off" else access_log,
+        graceful_timeout=graceful_timeout,
+    )
+
+
+COMMANDS = [serve]

@@ -1,0 +1,100 @@
+"""``rpquery serve`` on a real socket (gunicorn, two workers), on every backend:
+requests over TCP, one JSON access log line per request, graceful stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _request(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method)
+    req.add_header("x-auth-token", "admin")
+    req.add_header("accept", "application/json")
+    req.add_header("openstack-api-version", "placement latest")
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"rpquery serve exited early: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        try:
+            with urllib.request.urlopen(base + "/healthcheck", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail("rpquery serve did not answer /healthcheck within 60 s")
+
+
+def test_serve_on_a_real_socket(db, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    url = db.url.render_as_string(hide_password=False)
+    log = tmp_path / "access.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "rpquery",
+        "--db",
+        url,
+        "serve",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--access-log",
+        str(log),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    try:
+        _wait_ready(base, proc)
+        status, created = _request(base, "POST", "/resource_providers", {"name": "cn1"})
+        assert status == 200 and created["name"] == "cn1"
+        status, shown = _request(base, "GET", f"/resource_providers/{created['uuid']}")
+        assert status == 200 and shown["uuid"] == created["uuid"]
+        status, error = _request(base, "GET", "/resource_providers/" + "0" * 32)
+        assert status == 404 and error["errors"][0]["status"] == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0, proc.stderr.read()  # type: ignore[union-attr]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    api_lines = [entry for entry in lines if entry["path"] != "/healthcheck"]
+    assert [(e["method"], e["status"]) for e in api_lines] == [
+        ("POST", 200),
+        ("GET", 200),
+        ("GET", 404),
+    ]
+    assert all(e["request_id"].startswith("req-") for e in api_lines)
+    assert api_lines[0]["version"] == "placement 1.39"
