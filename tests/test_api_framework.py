@@ -15,13 +15,14 @@ from rpquery.api.errors import ApiError, error_media_type
 from rpquery.api.microversion import parse_header
 from rpquery.api.routing import route
 from rpquery.api.util import json_body, send_json
+from tests.api_client import WsgiClient
 
 ADMIN = {"x-auth-token": "admin", "accept": "application/json"}
 
 
 @pytest.fixture
 def client(db):  # type: ignore[no-untyped-def]
-    return falcon.testing.TestClient(make_app(db))
+    return WsgiClient(make_app(db))
 
 
 def _v(version: str) -> dict[str, str]:
@@ -132,7 +133,7 @@ def _app_with_echo(db):  # type: ignore[no-untyped-def]
         if not identity.is_admin:
             raise ApiError(403, f"Policy does not allow {rule} to be performed.")
 
-    return falcon.testing.TestClient(make_app(db, routes=routes, authorizer=authorizer)), seen
+    return WsgiClient(make_app(db, routes=routes, authorizer=authorizer)), seen
 
 
 def test_route_version_content_policy_and_json_checks(db) -> None:  # type: ignore[no-untyped-def]
@@ -168,7 +169,42 @@ def test_route_version_content_policy_and_json_checks(db) -> None:  # type: igno
 
 
 def test_error_media_type_follows_accept() -> None:
-    assert error_media_type(None) == "text/plain"
+    assert error_media_type(None) == "application/json"
     assert error_media_type("application/json") == "application/json"
-    assert error_media_type("*/*") == "text/html"
+    assert error_media_type("*/*") == "application/json"
+    assert error_media_type("text/html") == "text/html"
+    assert error_media_type("text/plain") == "text/plain"
     assert error_media_type("text/html;q=0.5, application/json") == "application/json"
+
+
+def test_cors_for_configured_origins(db) -> None:  # type: ignore[no-untyped-def]
+    client = WsgiClient(
+        make_app(
+            db, cors_origins=["http://ok.example"], cors_allow_headers=["openstack-api-version"]
+        )
+    )
+    preflight = {"access-control-request-method": "GET"}
+    ok = client.simulate_options("/", headers={**preflight, "origin": "http://ok.example"})
+    assert ok.status_code == 200
+    assert ok.headers["access-control-allow-headers"] == "openstack-api-version"
+    other = client.simulate_options("/", headers={**preflight, "origin": "http://bad.example"})
+    assert other.status_code == 200 and "access-control-allow-headers" not in other.headers
+    get = client.simulate_get("/", headers={"origin": "http://ok.example"})
+    assert get.headers["access-control-allow-origin"] == "http://ok.example"
+    bad = client.simulate_get("/", headers={"origin": "http://bad.example"})
+    assert "access-control-allow-origin" not in bad.headers
+    plain = WsgiClient(make_app(db))
+    assert plain.simulate_options("/", headers=preflight).status_code == 405
+
+
+def test_utf8_decoded_path_is_tolerated(db) -> None:  # type: ignore[no-untyped-def]
+    """httpx's WSGI transport puts a UTF-8-decoded PATH_INFO in the environ (PEP 3333
+    wants latin-1): still a 404, not a crash."""
+    app = make_app(db)
+    environ = falcon.testing.create_environ(
+        "/x", headers={"accept": "application/json", "x-auth-token": "admin"}
+    )
+    environ["PATH_INFO"] = "/resources_providers/\u2603"
+    seen: list[str] = []
+    body = b"".join(app(environ, lambda status, headers: seen.append(status)))
+    assert seen == ["404 Not Found"] and json.loads(body)["errors"][0]["status"] == 404

@@ -45,14 +45,25 @@ PUBLIC_PATHS = frozenset({"/", "", "/healthcheck"})
 class _Request(falcon.Request):
     context_type = RequestContext
 
+    def __init__(self, env: dict[str, Any], options: Any = None) -> None:
+        path = env.get("PATH_INFO", "")
+        try:
+            path.encode("latin-1")
+        except UnicodeEncodeError:  # a server that decoded the path as UTF-8 (httpx's WSGI
+            env["PATH_INFO"] = path.encode().decode("latin-1")  # transport): PEP 3333 form
+        super().__init__(env, options)
+
 
 class _Negotiation:
     """Falcon middleware for steps 1–4 of the module docstring and the headers."""
 
-    def __init__(self, db: Database, auth: str, authorizer: auth_mod.Authorizer) -> None:
+    def __init__(
+        self, db: Database, auth: str, authorizer: auth_mod.Authorizer, cors: _Cors | None
+    ) -> None:
         self.db = db
         self.auth = auth
         self.authorizer = authorizer
+        self.cors = cors
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         context = ctx(req)
@@ -60,6 +71,8 @@ class _Negotiation:
         context.authorizer = self.authorizer
         context.request_id = f"req-{uuid.uuid4()}"
         env = req.env
+        if self.cors is not None and self.cors.preflight(req, resp):
+            return
         version_error = None
         try:
             context.version = parse_header(env.get("HTTP_OPENSTACK_API_VERSION"))
@@ -83,6 +96,37 @@ class _Negotiation:
             resp.append_header("vary", HEADER)
         if context.request_id:
             resp.set_header("x-openstack-request-id", context.request_id)
+        if self.cors is not None:
+            self.cors.allow(req, resp)
+
+
+class _Cors:
+    """Cross-origin requests for the configured origins (Placement's ``[cors]``): a
+    preflight ``OPTIONS`` is answered 200 (with the allow headers only for an allowed
+    origin); other responses to an allowed origin get ``access-control-allow-origin``."""
+
+    def __init__(self, origins: Iterable[str], allow_headers: Iterable[str]) -> None:
+        self.origins = frozenset(origins)
+        self.allow_headers = ", ".join(allow_headers)
+
+    def preflight(self, req: falcon.Request, resp: falcon.Response) -> bool:
+        if req.method != "OPTIONS" or not req.get_header("access-control-request-method"):
+            return False
+        resp.status = 200
+        resp.complete = True
+        origin = req.get_header("origin")
+        if origin in self.origins:
+            method = req.get_header("access-control-request-method") or ""
+            resp.set_header("access-control-allow-methods", method)
+            if self.allow_headers:
+                resp.set_header("access-control-allow-headers", self.allow_headers)
+        return True
+
+    def allow(self, req: falcon.Request, resp: falcon.Response) -> None:
+        origin = req.get_header("origin")
+        if origin in self.origins:
+            resp.set_header("access-control-allow-origin", origin)
+            resp.append_header("vary", "origin")
 
 
 def _check_content_length(env: dict[str, Any]) -> None:
@@ -136,6 +180,8 @@ def make_app(
     auth: str = "noauth2",
     authorizer: auth_mod.Authorizer | None = None,
     routes: Iterable[Route] | None = None,
+    cors_origins: Iterable[str] = (),
+    cors_allow_headers: Iterable[str] = (),
 ) -> falcon.App:
     """The WSGI app serving Placement's API (microversions 1.0–1.39) on ``db``.
 
@@ -144,16 +190,22 @@ def make_app(
     ``admin`` is admin) or ``"none"`` (every caller is admin: behind a trusted
     proxy, benchmarks). ``authorizer`` decides policy rules
     (:func:`rpquery.api.auth.admin_only` by default, Placement's legacy rules).
+    ``cors_origins`` turns on CORS for those origins (Placement's ``[cors]
+    allowed_origin``), ``cors_allow_headers`` is its ``allow_headers``.
     """
     if auth not in ("noauth2", "none"):
         raise ValueError(f"unknown auth strategy {auth!r}: use 'noauth2' or 'none'")
     database = db if isinstance(db, Database) else Database(db)
+    origins = list(cors_origins)
+    cors = _Cors(origins, cors_allow_headers) if origins else None
     chosen = authorizer or (auth_mod.admin_only if auth == "noauth2" else auth_mod.allow_all)
     app = falcon.App(
         request_type=_Request,
-        middleware=[_Negotiation(database, auth, chosen)],
+        middleware=[_Negotiation(database, auth, chosen, cors)],
     )
     app.req_options.strip_url_path_trailing_slash = False
+    # Bodiless answers (201, 204) carry no content-type, as Placement's; every body sets one.
+    app.resp_options.default_media_type = None  # type: ignore[assignment]
     app.add_error_handler(Exception, _handle_error)
     app.add_error_handler(falcon.HTTPError, _handle_error)
     add_routes(app, routes if routes is not None else default_routes())

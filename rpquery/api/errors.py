@@ -10,8 +10,8 @@ through); the app renders either as Placement does::
 
 The ``detail`` keeps Placement's layout (a fixed explanation per status, a blank line,
 the message) because clients and Placement's own tests match text in it. Like
-Placement, the body is JSON only when the client's ``Accept`` prefers JSON; otherwise
-plain text or HTML.
+Placement, the body is JSON unless the client's ``Accept`` prefers HTML (then HTML) or
+excludes both (then plain text).
 
 >>> from_rpquery(NotFound("rpquery.provider.not_found", "no provider x")).status
 404
@@ -155,16 +155,16 @@ def accept_ranges(accept: str) -> list[tuple[str, float]]:
 
 
 def error_media_type(accept: str | None) -> str:
-    """``text/html`` or ``application/json`` for an error body, whichever ``Accept``
-    rates higher (HTML on a tie, as WebOb decides for Placement); ``text/plain`` when
-    neither is acceptable or there is no ``Accept``."""
+    """The error body's media type: JSON unless the client ranks HTML above it (then
+    HTML) or accepts neither (then plain text). No ``Accept`` and ``*/*`` get JSON, as
+    Placement's own tests expect (``bug-1674694.yaml``, ``basic-http.yaml``)."""
     if not accept:
-        return "text/plain"
+        return "application/json"
     ranges = accept_ranges(accept)
     html_q, json_q = q_of("text/html", ranges), q_of("application/json", ranges)
     if max(html_q, json_q) <= 0:
         return "text/plain"
-    return "text/html" if html_q >= json_q else "application/json"
+    return "text/html" if html_q > json_q else "application/json"
 
 
 def render(

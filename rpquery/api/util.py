@@ -106,13 +106,17 @@ def no_cache(
         resp.last_modified = last_modified or dt.datetime.now(dt.UTC)
 
 
-def empty(resp: falcon.Response, status: int = 204, *, location: str | None = None) -> None:
-    """A bodiless response (201/204), optionally with a ``location``."""
+def empty(resp: falcon.Response, status: int = 204) -> None:
+    """A bodiless response (201/204): no body, no content-type."""
     resp.status = status
     resp.content_type = None
     resp.data = b""
-    if location is not None:
-        resp.location = location
+
+
+def set_location(req: falcon.Request, resp: falcon.Response, path: str) -> None:
+    """``location: <scheme>://<host><mount point><path>`` — absolute, as Placement's
+    (WebOb makes it so)."""
+    resp.location = f"{req.scheme}://{req.netloc}{url(req, path)}"
 
 
 def url(req: falcon.Request, path: str) -> str:

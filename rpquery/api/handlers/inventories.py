@@ -16,7 +16,7 @@ from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers.resource_providers import load
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, empty, json_body, send_json, url, want
+from rpquery.api.util import ctx, empty, json_body, send_json, set_location, want
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory
 
@@ -43,19 +43,21 @@ def _serialize(inv: Inventory, generation: int | None = None) -> dict[str, Any]:
     return data
 
 
-def _check_capacity(req: falcon.Request, rp_uuid: str, rc: str, inv: Inventory) -> None:
+def _check_capacity(
+    req: falcon.Request, rp_uuid: str, rc: str, inv: Inventory, action: str = "update"
+) -> None:
     """Before 1.26 ``reserved`` must be below ``total``; from 1.26 it may equal it."""
     if want(req, (1, 26)):
         if inv.reserved > inv.total:
-            raise _invalid_capacity(rp_uuid, rc, "greater than total")
+            raise _invalid_capacity(rp_uuid, rc, "greater than total", action)
     elif inv.reserved >= inv.total:
-        raise _invalid_capacity(rp_uuid, rc, "greater than or equal to total")
+        raise _invalid_capacity(rp_uuid, rc, "greater than or equal to total", action)
 
 
-def _invalid_capacity(rp_uuid: str, rc: str, what: str) -> ApiError:
+def _invalid_capacity(rp_uuid: str, rc: str, what: str, action: str) -> ApiError:
     return ApiError(
         400,
-        f"Unable to update inventory for resource provider {rp_uuid}: Invalid inventory "
+        f"Unable to {action} inventory for resource provider {rp_uuid}: Invalid inventory "
         f"for '{rc}' on resource provider '{rp_uuid}'. The reserved value is {what}.",
     )
 
@@ -73,10 +75,6 @@ def _bad_inventory(rp_uuid: str, rc: str, exc: InvalidRequest) -> ApiError:
 def _conflict(exc: Conflict, prefix: str = "update conflict") -> ApiError:
     code = errors.INVENTORY_INUSE if isinstance(exc, InUse) else errors.CONCURRENT_UPDATE
     return ApiError(409, f"{prefix}: {exc.detail}", code=code)
-
-
-def _location(req: falcon.Request, rp_uuid: str, rc: str) -> str:
-    return url(req, f"/resource_providers/{rp_uuid}/inventories/{rc}")
 
 
 # ---------------------------------------------------------------- the collection
@@ -97,7 +95,7 @@ def create_inventory(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
     data = json_body(req, schemas.POST_INVENTORY)
     rc = data["resource_class"]
     inv = _inventory(data)
-    _check_capacity(req, uuid, rc, inv)
+    _check_capacity(req, uuid, rc, inv, "create")
     db = ctx(req).db
     if rc in inv_lib.get_inventories(db, uuid):
         raise ApiError(
@@ -118,7 +116,7 @@ def create_inventory(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
     except Conflict as exc:
         raise _conflict(exc, "Update conflict") from exc
     send_json(req, resp, _serialize(inv, generation), status=201)
-    resp.location = _location(req, uuid, rc)
+    set_location(req, resp, f"/resource_providers/{uuid}/inventories/{rc}")
 
 
 def set_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -185,6 +183,7 @@ def update_inventory(
     if data["resource_provider_generation"] != rp.generation:
         raise ApiError(409, "resource provider generation conflict", code=errors.CONCURRENT_UPDATE)
     inv = _inventory(data)
+    _check_capacity(req, uuid, resource_class, inv)
     db = ctx(req).db
     if resource_class not in inv_lib.get_inventories(db, uuid):
         raise ApiError(
@@ -192,7 +191,6 @@ def update_inventory(
             f"No inventory record with resource class for resource provider {uuid}: "
             f"No inventory of class {resource_class} found.",
         )
-    _check_capacity(req, uuid, resource_class, inv)
     try:
         generation = inv_lib.set_inventory(
             db, uuid, resource_class, inv, generation=data["resource_provider_generation"]

@@ -9,7 +9,7 @@ from rpquery import catalog
 from rpquery.api import schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, empty, json_body, send_json, url, validate
+from rpquery.api.util import ctx, empty, json_body, send_json, set_location, url, validate
 from rpquery.errors import Conflict, InUse, InvalidRequest, NotFound
 
 POLICY = "placement:resource_classes:%s"
@@ -44,7 +44,8 @@ def create_resource_class(req: falcon.Request, resp: falcon.Response) -> None:
         catalog.create_resource_class(ctx(req).db, name)
     except Conflict:
         raise ApiError(409, f"Conflicting resource class already exists: {name}") from None
-    empty(resp, 201, location=_url(req, name))
+    empty(resp, 201)
+    set_location(req, resp, f"/resource_classes/{name}")
 
 
 def rename_resource_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:
@@ -73,7 +74,8 @@ def ensure_resource_class(req: falcon.Request, resp: falcon.Response, name: str)
             status = 201
         except Conflict:
             pass  # created meanwhile by someone else: it exists
-    empty(resp, status, location=_url(req, name))
+    empty(resp, status)
+    set_location(req, resp, f"/resource_classes/{name}")
 
 
 def delete_resource_class(req: falcon.Request, resp: falcon.Response, name: str) -> None:

@@ -4,6 +4,7 @@ show, update (rename, re-parent), delete."""
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from typing import Any
 
 import falcon
@@ -13,7 +14,16 @@ from rpquery.api import errors, query, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.microversion import Version
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, empty, json_body, query_params, send_json, url, want
+from rpquery.api.util import (
+    ctx,
+    empty,
+    json_body,
+    query_params,
+    send_json,
+    set_location,
+    url,
+    want,
+)
 from rpquery.api.util import query as all_params
 from rpquery.errors import Conflict, InvalidRequest, NotFound
 from rpquery.models import ResourceProvider
@@ -112,7 +122,7 @@ def _list_error(exc: InvalidRequest) -> ApiError:
         )
     if exc.code.startswith("rpquery.trait."):
         return ApiError(
-            400, f'Invalid trait(s) in "required" parameter: No such trait(s): {exc.token}'
+            400, f'Invalid trait(s) in "required" parameter: No such trait(s): {exc.token}.'
         )
     return ApiError(400, f"Invalid query string parameters: {exc.detail}")
 
@@ -125,6 +135,15 @@ def create_resource_provider(req: falcon.Request, resp: falcon.Response) -> None
     data = json_body(req, schema)
     db = ctx(req).db
     name = data["name"]
+    if data.get("uuid"):
+        data["uuid"] = str(uuidlib.UUID(data["uuid"]))
+        if data.get("parent_provider_uuid") == data["uuid"]:
+            raise ApiError(
+                400,
+                f'Unable to create resource provider "{name}", {data["uuid"]}: Object action '
+                "create failed because: parent provider UUID cannot be same as UUID. Please "
+                "set parent provider UUID to None if there is no parent.",
+            )
     try:
         rp = providers.create_provider(
             db, name, uuid=data.get("uuid"), parent_uuid=data.get("parent_provider_uuid")
@@ -138,12 +157,11 @@ def create_resource_provider(req: falcon.Request, resp: falcon.Response) -> None
             f'Unable to create resource provider "{name}", {data.get("uuid")}: '
             f"Object action create failed because: {reason}",
         ) from exc
-    location = provider_url(req, rp.uuid)
     if want(req, (1, 20)):
         send_json(req, resp, serialize(req, rp))
-        resp.location = location
     else:
-        empty(resp, 201, location=location)
+        empty(resp, 201)
+    set_location(req, resp, f"/resource_providers/{rp.uuid}")
 
 
 def _duplicate(req: falcon.Request, data: dict[str, Any]) -> ApiError:

@@ -10,7 +10,15 @@ from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers.resource_providers import load
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, empty, json_body, no_cache, query_params, send_json, url
+from rpquery.api.util import (
+    ctx,
+    empty,
+    json_body,
+    no_cache,
+    query_params,
+    send_json,
+    set_location,
+)
 from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
 
 POLICY = "placement:traits:%s"
@@ -63,7 +71,8 @@ def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
             'with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"',
         ) from None
     created = catalog.create_trait(ctx(req).db, name)
-    empty(resp, 201 if created else 204, location=url(req, f"/traits/{name}"))
+    empty(resp, 201 if created else 204)
+    set_location(req, resp, f"/traits/{name}")
     no_cache(req, resp)
 
 
