@@ -331,7 +331,7 @@ def update_provider(
     ``rpquery.provider.unparent_not_allowed`` otherwise. Other errors as
     :func:`rename_provider` and :func:`set_parent`.
     """
-    rp_uuid = check_uuid(rp_uuid, what="provider")
+    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     if name is not None:
         check_name(name)
     rp = resource_providers
@@ -373,7 +373,7 @@ def _new_parent(
                 token=found.uuid,
             )
         return rp_id, None
-    parent = check_uuid(parent_uuid, what="provider")
+    parent = check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
     rp = resource_providers
     stmt = sa.select(rp.c.id, rp.c.root_provider_id).where(rp.c.uuid == parent)
     row = conn.execute(stmt).first()
