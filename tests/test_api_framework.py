@@ -208,3 +208,25 @@ def test_utf8_decoded_path_is_tolerated(db) -> None:  # type: ignore[no-untyped-
     seen: list[str] = []
     body = b"".join(app(environ, lambda status, headers: seen.append(status)))
     assert seen == ["404 Not Found"] and json.loads(body)["errors"][0]["status"] == 404
+
+
+def test_schemas_are_checked_once_not_per_request(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """jsonschema.validate checks the schema itself on every call (~10 ms for the provider
+    list's); the API builds one checked validator per schema."""
+    import jsonschema
+
+    from rpquery.api import util
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    cls = jsonschema.validators.validator_for(schema)
+    calls: list[object] = []
+    original = cls.check_schema
+    monkeypatch.setattr(
+        cls, "check_schema", classmethod(lambda c, s: calls.append(s) or original(s))
+    )
+    for _ in range(3):
+        util.validate({"n": 1}, schema, "prefix")
+    with pytest.raises(ApiError) as info:
+        util.validate({"n": "x"}, schema, "Invalid query string parameters")
+    assert "Invalid query string parameters: 'x' is not of type 'integer'" in info.value.message
+    assert calls == [schema]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import falcon
-import jsonschema
 
 from rpquery import associations, catalog
 from rpquery.api import errors, schemas
@@ -13,6 +12,7 @@ from rpquery.api.routing import route
 from rpquery.api.util import (
     ctx,
     empty,
+    is_valid,
     json_body,
     no_cache,
     query_params,
@@ -62,14 +62,12 @@ def get_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
 
 
 def put_trait(req: falcon.Request, resp: falcon.Response, name: str) -> None:
-    try:
-        jsonschema.validate(name, schemas.CUSTOM_TRAIT)
-    except jsonschema.ValidationError:
+    if not is_valid(name, schemas.CUSTOM_TRAIT):
         raise ApiError(
             400,
             "The trait is invalid. A valid trait must be no longer than 255 characters, start "
             'with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"',
-        ) from None
+        )
     created = catalog.create_trait(ctx(req).db, name)
     empty(resp, 201 if created else 204)
     set_location(req, resp, f"/traits/{name}")
