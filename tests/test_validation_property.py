@@ -249,6 +249,54 @@ COVERED: dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]] = {
     ),
 }
 
+def _api(check: Callable[..., Any], *args: Any) -> Any:
+    """The API layer refuses with an HTTP error (400/406) instead of ``InvalidRequest``;
+    the same contract: an answer or a clean refusal, never a stray exception."""
+    from rpquery.api.errors import ApiError
+
+    try:
+        return check(*args)
+    except ApiError as exc:
+        assert exc.status in (400, 406) and len(exc.message) <= 1100
+        raise InvalidRequest("rpquery.api.refused", exc.message) from None
+
+
+def _api_cases() -> dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]]:
+    from rpquery.api import microversion
+    from rpquery.api import query as api_query
+    from rpquery.api.microversion import Version
+
+    texts = st.lists(text, max_size=3)
+    old, new = Version(1, 21), Version(1, 39)
+    return {
+        "rpquery.api.microversion.parse_header": (
+            lambda v: _api(microversion.parse_header, v),
+            st.one_of(st.none(), text, text.map(lambda t: f"placement {t}")),
+        ),
+        "rpquery.api.query.check_resources": (
+            lambda v: _api(api_query.check_resources, v),
+            text,
+        ),
+        "rpquery.api.query.check_required": (
+            lambda v: (
+                _api(api_query.check_required, "required", v, old),
+                _api(api_query.check_required, "required", v, new),
+            ),
+            texts,
+        ),
+        "rpquery.api.query.check_member_of": (
+            lambda v: _api(api_query.check_member_of, "member_of", v, new),
+            texts,
+        ),
+        "rpquery.api.query.check_in_tree": (
+            lambda v: _api(api_query.check_in_tree, "in_tree", v),
+            text,
+        ),
+    }
+
+
+COVERED.update(_api_cases())
+
 #: Public functions of those names that are not input validators, and why.
 NOT_INPUT_VALIDATORS = {
     "rpquery.allocations.check_capacity": "checks a validated write against database state",
