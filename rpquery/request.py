@@ -216,11 +216,22 @@ def _names_list(value: object, what: str) -> list[str]:
 
 
 def _names(value: object, what: str) -> frozenset[str]:
-    return frozenset(_names_list(value, what))
+    """A set of names; each one is checked as a trait name or a uuid afterwards, so only
+    the container and hashability are checked here (the parser's values pass as is)."""
+    if isinstance(value, frozenset):
+        return value
+    if not isinstance(value, list | tuple | set):
+        raise _fail("request.bad_params", f"{what} must be a list", what)
+    try:
+        return frozenset(value)
+    except TypeError:
+        raise _fail("request.bad_params", f"{what} must hold strings only", what) from None
 
 
 def _name_sets(value: object, what: str) -> tuple[frozenset[str], ...]:
-    return tuple(_names(s, what) for s in _sequence(value, what))
+    if not isinstance(value, list | tuple):
+        raise _fail("request.bad_params", f"{what} must be a list", what)
+    return tuple(_names(s, what) for s in value)
 
 
 def _validate_group(g: RequestGroup) -> None:
