@@ -142,8 +142,16 @@ def test_inventories(api, db) -> None:  # type: ignore[no-untyped-def]
     in_use = api.call("DELETE", f"{base}/DISK_GB")
     assert in_use.status_code == 409 and "in use" in _detail(in_use)
     assert api.call("DELETE", base, version="1.4").status_code == 405
-    assert api.call("DELETE", f"{base}/VCPU").status_code == 204
-    assert api.call("GET", f"{base}/VCPU").status_code == 404
+    with db.begin() as conn:
+        allocate(conn, new_uuid(), ref, "VCPU", 1)
+    all_in_use = api.call("DELETE", base)
+    assert all_in_use.status_code == 409
+    assert f"Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use" in _detail(
+        all_in_use
+    )
+    assert all_in_use.json["errors"][0]["code"] == "placement.inventory.inuse"
+    assert api.call("DELETE", f"{base}/VCPU").status_code == 409
+    assert api.call("GET", f"{base}/VCPU").status_code == 200
 
 
 def test_resource_classes(api) -> None:  # type: ignore[no-untyped-def]

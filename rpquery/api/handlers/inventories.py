@@ -11,6 +11,7 @@ from typing import Any
 
 import falcon
 
+from rpquery import catalog, usages
 from rpquery import inventory as inv_lib
 from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
@@ -75,6 +76,14 @@ def _bad_inventory(rp_uuid: str, rc: str, exc: InvalidRequest) -> ApiError:
 def _conflict(exc: Conflict, prefix: str = "update conflict") -> ApiError:
     code = errors.INVENTORY_INUSE if isinstance(exc, InUse) else errors.CONCURRENT_UPDATE
     return ApiError(409, f"{prefix}: {exc.detail}", code=code)
+
+
+def _classes_in_use(req: falcon.Request, rp_uuid: str) -> list[str]:
+    """The provider's classes with allocations, in class id order (standard classes
+    first), as Placement names them."""
+    used = [rc for rc, n in usages.provider_usages(ctx(req).db, rp_uuid).items() if n > 0]
+    order = {name: i for i, name in enumerate(catalog.STANDARD_RESOURCE_CLASSES)}
+    return sorted(used, key=lambda rc: (order.get(rc, len(order)), rc))
 
 
 # ---------------------------------------------------------------- the collection
@@ -147,9 +156,10 @@ def delete_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) ->
     try:
         inv_lib.set_inventories(ctx(req).db, uuid, {}, generation=rp.generation)
     except InUse as exc:
+        used = ", ".join(_classes_in_use(req, uuid) or [str(exc.token)])
         raise ApiError(
             409,
-            f"Inventory for '{exc.token}' on resource provider '{uuid}' in use.",
+            f"Inventory for '{used}' on resource provider '{uuid}' in use.",
             code=errors.INVENTORY_INUSE,
         ) from exc
     except ConcurrentUpdate as exc:
