@@ -1,5 +1,6 @@
 """Benchmark scenarios for the answers Placement cannot give (issue 20): rejection
-reasons of a request no host fits (target ≤ 50 ms at 5,000 hosts).
+reasons of a request no host fits (target ≤ 50 ms at 5,000 hosts) and per-host
+headroom of a single-group request (target ≤ 200 ms).
 
 Registered in :data:`benchmarks.scenarios.REGISTRY` when this module is imported. It also
 runs on its own, loading its own cloud into scratch databases::
@@ -49,11 +50,43 @@ def why_most_hosts_fit(ctx: Context) -> Prepared:
     return _why(ctx, WHY_MOST_FIT)
 
 
+HEADROOM = ("rpquery.headroom:headroom",)
+
+
+def _headroom(ctx: Context, query: str) -> Prepared:
+    from rpquery.headroom import headroom
+
+    def answer() -> Any:
+        return headroom(ctx.db, query)
+
+    return Prepared(run=lambda: len(answer().hosts), answer=answer)
+
+
+@scenario("headroom_single_group", needs=HEADROOM)
+def headroom_single_group(ctx: Context) -> Prepared:
+    """Per-host headroom of one group (SQL; target ≤ 200 ms at 5,000 hosts)."""
+    return _headroom(ctx, "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU")
+
+
+@scenario("headroom_sriov_two_groups", needs=HEADROOM)
+def headroom_sriov_two_groups(ctx: Context) -> Prepared:
+    """Headroom of an interacting request (the search and the packing per host)."""
+    return _headroom(
+        ctx,
+        "resources=VCPU:2,MEMORY_MB:2048"
+        "&resources_NET1=SRIOV_NET_VF:1&required_NET1=CUSTOM_PHYSNET_A"
+        "&resources_NET2=SRIOV_NET_VF:1&required_NET2=CUSTOM_PHYSNET_B"
+        "&group_policy=isolate",
+    )
+
+
 # ---------------------------------------------------------------- standalone run
 
 BUILDERS: dict[str, Callable[[Context], Prepared]] = {
     "why_no_host_fits": why_no_host_fits,
     "why_most_hosts_fit": why_most_hosts_fit,
+    "headroom_single_group": headroom_single_group,
+    "headroom_sriov_two_groups": headroom_sriov_two_groups,
 }
 
 

@@ -70,6 +70,26 @@ def _greatest_sqlite(element: greatest, compiler: Any, **kw: Any) -> str:
     return f"max({compiler.process(element.clauses, **kw)})"
 
 
+class floor_int(FunctionElement[int]):  # noqa: N801
+    """``FLOOR(x)`` as an integer of a non-negative number: ``CAST(x AS INTEGER)`` on
+    SQLite (whose ``floor()`` is optional; its cast truncates), ``FLOOR(x)`` elsewhere
+    (where a cast rounds)."""
+
+    inherit_cache = True
+    type = Integer()
+    name = "floor"
+
+
+@compiles(floor_int)
+def _floor_default(element: floor_int, compiler: Any, **kw: Any) -> str:
+    return f"floor({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(floor_int, "sqlite")
+def _floor_sqlite(element: floor_int, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+
+
 class least(FunctionElement[int]):  # noqa: N801
     """``LEAST(a, b, ...)``; SQLite spells it as multi-argument ``min()``."""
 

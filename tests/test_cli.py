@@ -266,6 +266,9 @@ def test_tour_on_a_fresh_database_then_again(fresh_cli: Invoke) -> None:
         "Load a sample cloud",
         "must not have a GPU",
         "A granular request",
+        "Why no host fits",
+        "hosts per reason",
+        "more instances fit on",
         "by consumer type",
         "aggregate metadata",
         "soft-anti-affinity",
@@ -498,10 +501,10 @@ def test_debug_shows_the_traceback(loaded_url: str) -> None:
 def test_docs_describe_every_command_of_the_cli_modules() -> None:
     from pathlib import Path
 
-    from rpquery.cli import core, queries, tour
+    from rpquery.cli import core, queries, tour, why
 
     text = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
-    for module in (core, queries, tour):
+    for module in (core, queries, tour, why):
         for command in module.COMMANDS:
             assert f"`{command.name}" in text, command.name
 

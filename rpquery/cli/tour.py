@@ -251,6 +251,21 @@ def tour_steps() -> list[Step]:
             "disk local or shared",
             ["candidates", GRANULAR],
         ),
+        Step(
+            "Why no host fits 200 VCPUs: hosts per rejection reason, in filter order",
+            ["why", "resources=VCPU:200,MEMORY_MB:4096&required=!CUSTOM_GPU"],
+        ),
+        Step(
+            "How many more 2-VCPU instances fit: per host and per host aggregate",
+            [
+                "headroom",
+                "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU",
+                "--group-by",
+                "aggregate",
+                "--top",
+                "5",
+            ],
+        ),
         Step("Usages of one project, by consumer type", _usages_args),
         Step(f"Aggregate metadata on the host aggregate of {METADATA_HOST}", _metadata_args),
         Step(

@@ -1,7 +1,8 @@
-"""``rpquery why``: why hosts are excluded from a candidates request, counted per reason.
+"""``rpquery why`` and ``rpquery headroom``: the answers Placement cannot give.
 
     $ rpquery why 'resources=VCPU:16,MEMORY_MB:65536&required=CUSTOM_FAST'
     $ rpquery why --resources VCPU:16 --examples 5 --json
+    $ rpquery headroom 'resources=VCPU:4,MEMORY_MB:8192' --group-by aggregate
 
 Same query syntax, friendly flags and host policies as ``rpquery candidates``.
 """
@@ -14,6 +15,7 @@ import click
 
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli.queries import build_policies, candidate_params, policy_options, request_options
+from rpquery.headroom import GROUP_BY, Headroom, headroom
 from rpquery.request import parse_candidates
 from rpquery.why import EXAMPLES, Rejections, explain_no_candidates
 
@@ -67,4 +69,51 @@ def why(
         show_rejections(answer)
 
 
-COMMANDS: list[click.Command] = [why]
+def show_headroom(answer: Headroom, top: int) -> None:
+    """The ``top`` hosts with most room, the groups of ``--group-by``, then the total."""
+    rows = [[h.name or h.uuid, h.count, h.in_total] for h in answer.hosts[:top]]
+    emit_table("instances that fit", ["host", "alone", "in total"], rows)
+    if len(answer.hosts) > top:
+        click.echo(f"... {len(answer.hosts) - top} more hosts with room")
+    if answer.groups:
+        emit_table(
+            "per group",
+            ["group", "hosts", "instances"],
+            [[g.label, g.hosts, g.count] for g in answer.groups],
+        )
+    click.echo(f"{answer.total} more instances fit on {len(answer.hosts)} hosts ({answer.method})")
+
+
+@click.command("headroom")
+@request_options
+@click.option("--group-by", type=click.Choice(GROUP_BY), help="Sum per host aggregate or trait.")
+@click.option("--top", type=int, default=20, show_default=True, help="Hosts shown.")
+@policy_options
+@json_option
+@handles_errors
+def headroom_command(
+    query: str | None,
+    group_by: str | None,
+    top: int,
+    extra_specs: str | None,
+    nova_compat: bool,
+    server_group: str | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """How many more instances of a request fit: per host (as if alone) and in total
+    (a sharing provider's room counted once).
+
+    QUERY is Placement's syntax, e.g. 'resources=VCPU:4,MEMORY_MB:8192'.
+    """
+    request = parse_candidates(candidate_params(query, flags))
+    db = get_db()
+    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    answer = headroom(db, request, policies=policies, group_by=group_by)
+    if as_json:
+        emit_json(answer.to_dict())
+    else:
+        show_headroom(answer, max(top, 0))
+
+
+COMMANDS: list[click.Command] = [why, headroom_command]
