@@ -124,6 +124,13 @@ def provider_filters(
     return out
 
 
+def group_filters(group: RequestGroup, names: Names, rp: FromClause) -> list[ColumnElement[bool]]:
+    """:func:`provider_filters` as :func:`group_rows_stmt` applies them to ``group``:
+    the one definition the rejection reasons (:mod:`rpquery.why_sql`) and headroom
+    (:mod:`rpquery.headroom_sql`) reuse, so they filter exactly as candidates do."""
+    return provider_filters(group, names, rp, with_required=group.is_granular)
+
+
 def _fits_one_of(
     group: RequestGroup, names: Names, inv: FromClause, used: ColumnElement[int]
 ) -> ColumnElement[bool]:
@@ -194,7 +201,7 @@ def group_rows_stmt(
         .where(
             inv.c.resource_class_id.in_(rc_ids),
             _fits_one_of(group, names, inv, used),
-            *provider_filters(group, names, rp, with_required=group.is_granular),
+            *group_filters(group, names, rp),
             *_scope(rp, roots, sharing_ids),
         )
     )

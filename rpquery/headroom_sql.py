@@ -79,7 +79,7 @@ def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Selec
         .where(
             inv.c.resource_class_id.in_(sorted(names.rc_ids[rc] for rc in group.resources)),
             _fits(group, names, inv, used),
-            *q.provider_filters(group, names, rp, with_required=group.is_granular),
+            *q.group_filters(group, names, rp),
         )
         .cte("r")
     )

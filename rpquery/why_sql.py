@@ -3,7 +3,7 @@
 One statement per request group tells, per host, how far the group's filters got: each
 inventory row of a requested class gets a *level*, the number of the group's stages it
 passes in order (the candidate query's own clauses, :func:`rpquery.candidates_sql.
-provider_filters` called on one filter at a time, then :func:`rpquery.clauses.has_room`
+group_filters` called on one filter at a time, then :func:`rpquery.clauses.has_room`
 and :func:`rpquery.clauses.unit_allows`), and the rows are grouped per host::
 
     WITH r AS (SELECT <key> AS k, inv.resource_class_id AS rc,
@@ -78,10 +78,10 @@ def text_of(names: Sequence[str] | frozenset[str]) -> str:
 
 
 def _filter(group: RequestGroup, names: q.Names, rp: FromClause, **only: Any) -> Any:
-    """The candidate query's clauses for one of ``group``'s filters, with the same
-    arguments :func:`rpquery.candidates_sql.group_rows_stmt` gives them."""
+    """The candidate query's clauses for one of ``group``'s filters
+    (:func:`rpquery.candidates_sql.group_filters` of a group with only that filter)."""
     one = RequestGroup(suffix=group.suffix, **only)
-    return sa.and_(sa.true(), *q.provider_filters(one, names, rp, with_required=group.is_granular))
+    return sa.and_(sa.true(), *q.group_filters(one, names, rp))
 
 
 def filter_stages(group: RequestGroup, names: q.Names, rp: FromClause) -> list[Stage]:
