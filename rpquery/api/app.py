@@ -31,6 +31,7 @@ from rpquery.api import auth as auth_mod
 from rpquery.api.context import RequestContext
 from rpquery.api.errors import ApiError, from_rpquery, render
 from rpquery.api.microversion import HEADER, SERVICE, parse_header
+from rpquery.api.policy import named_policy
 from rpquery.api.routing import Route, add_routes
 from rpquery.api.util import ctx
 from rpquery.db import Database
@@ -179,6 +180,7 @@ def make_app(
     *,
     auth: str = "noauth2",
     authorizer: auth_mod.Authorizer | None = None,
+    policy: str = "legacy-rbac",
     routes: Iterable[Route] | None = None,
     cors_origins: Iterable[str] = (),
     cors_allow_headers: Iterable[str] = (),
@@ -189,7 +191,8 @@ def make_app(
     ``"noauth2"`` (Placement's test strategy: ``X-Auth-Token: user[:project]``,
     ``admin`` is admin) or ``"none"`` (every caller is admin: behind a trusted
     proxy, benchmarks). ``authorizer`` decides policy rules
-    (:func:`rpquery.api.auth.admin_only` by default, Placement's legacy rules).
+    (by default ``policy``: ``legacy-rbac``, ``secure-rbac`` or ``open``, Placement's
+    rules through :func:`rpquery.api.policy.named_policy`).
     ``cors_origins`` turns on CORS for those origins (Placement's ``[cors]
     allowed_origin``), ``cors_allow_headers`` is its ``allow_headers``.
     """
@@ -198,7 +201,7 @@ def make_app(
     database = db if isinstance(db, Database) else Database(db)
     origins = list(cors_origins)
     cors = _Cors(origins, cors_allow_headers) if origins else None
-    chosen = authorizer or (auth_mod.admin_only if auth == "noauth2" else auth_mod.allow_all)
+    chosen = authorizer or (named_policy(policy) if auth == "noauth2" else auth_mod.allow_all)
     app = falcon.App(
         request_type=_Request,
         middleware=[_Negotiation(database, auth, chosen, cors)],

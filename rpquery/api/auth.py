@@ -10,8 +10,9 @@ Authorization is a hook: :data:`Authorizer` is any callable
 Routes name Placement's policy rule (``placement:resource_providers:list``, ...);
 the app calls the authorizer with it before the handler runs, so a policy engine
 with Placement's rules (oslo.policy or another) plugs in through ``make_app(...,
-authorizer=...)`` without touching any handler. The default,
-:func:`admin_only`, is Placement's legacy default (``role:admin`` for every rule).
+authorizer=...)`` without touching any handler. The default is
+:class:`rpquery.api.policy.PlacementPolicy` (Placement's rules, legacy defaults);
+:func:`admin_only` and :func:`allow_all` are the two simplest authorizers.
 
 >>> noauth2({"HTTP_X_AUTH_TOKEN": "alice:proj1"}).project_id
 'proj1'
@@ -29,11 +30,13 @@ from rpquery.api.errors import ApiError
 
 @dataclass(frozen=True)
 class Identity:
-    """The caller: user, project (``None`` when system scoped) and roles."""
+    """The caller: user, project (``None`` when system scoped), roles, and the system
+    scope (``"all"``) when the token is system scoped."""
 
     user_id: str
     project_id: str | None
     roles: frozenset[str]
+    system_scope: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -54,8 +57,10 @@ def noauth2(environ: Mapping[str, str]) -> Identity:
         roles = frozenset(r.strip() for r in roles_header.split(",") if r.strip())
     else:
         roles = frozenset({"admin"}) if user_id == "admin" else frozenset()
-    project = None if environ.get("HTTP_OPENSTACK_SYSTEM_SCOPE") else project_id or user_id
-    return Identity(user_id, project, roles)
+    system = environ.get("HTTP_OPENSTACK_SYSTEM_SCOPE") or None
+    # keystonemiddleware's X-Project-Id wins over the token's project (as oslo.context reads it)
+    project = None if system else environ.get("HTTP_X_PROJECT_ID") or project_id or user_id
+    return Identity(user_id, project, roles, system)
 
 
 def forbidden(rule: str) -> ApiError:

@@ -57,9 +57,17 @@ class JsonAccessLogger(Logger):
 class ApiServer(BaseApplication):
     """gunicorn running :func:`rpquery.api.make_app` for ``db_url``."""
 
-    def __init__(self, db_url: str, options: dict[str, Any], *, auth: str = "noauth2") -> None:
+    def __init__(
+        self,
+        db_url: str,
+        options: dict[str, Any],
+        *,
+        auth: str = "noauth2",
+        policy: str = "legacy-rbac",
+    ) -> None:
         self.db_url = db_url
         self.auth = auth
+        self.policy = policy
         self.options = options
         super().__init__()
 
@@ -71,7 +79,7 @@ class ApiServer(BaseApplication):
     def load(self) -> Any:
         from rpquery.api import make_app
 
-        return make_app(self.db_url, auth=self.auth)
+        return make_app(self.db_url, auth=self.auth, policy=self.policy)
 
 
 def serve(
@@ -80,6 +88,7 @@ def serve(
     bind: str = "127.0.0.1:8778",
     workers: int = 2,
     auth: str = "noauth2",
+    policy: str = "legacy-rbac",
     access_log: str | None = "-",
     graceful_timeout: int = 30,
     timeout: int = 60,
@@ -96,4 +105,4 @@ def serve(
         "proc_name": "rpquery-api",
         "control_socket_disable": True,  # several servers may share a host
     }
-    ApiServer(db_url, options, auth=auth).run()
+    ApiServer(db_url, options, auth=auth, policy=policy).run()

@@ -31,6 +31,14 @@ from rpquery.cli._common import get_db, handles_errors
     "none: every caller is admin (trusted proxy in front).",
 )
 @click.option(
+    "--policy",
+    type=click.Choice(["legacy-rbac", "secure-rbac", "open"]),
+    default="legacy-rbac",
+    show_default=True,
+    help="Placement's policy rules: legacy defaults (role:admin still accepted), the new "
+    "secure-RBAC defaults, or open to any authenticated caller.",
+)
+@click.option(
     "--access-log",
     default="-",
     show_default=True,
@@ -43,7 +51,9 @@ from rpquery.cli._common import get_db, handles_errors
     help="Seconds in-flight requests get to finish on SIGTERM.",
 )
 @handles_errors
-def serve(bind: str, workers: int, auth: str, access_log: str, graceful_timeout: int) -> None:
+def serve(
+    bind: str, workers: int, auth: str, policy: str, access_log: str, graceful_timeout: int
+) -> None:
     """Serve Placement's REST API (microversions 1.0-1.39) on this database."""
     from rpquery.api.server import serve as run
 
@@ -57,6 +67,7 @@ def serve(bind: str, workers: int, auth: str, access_log: str, graceful_timeout:
         bind=bind,
         workers=workers,
         auth=auth,
+        policy=policy,
         access_log=None if access_log == "off" else access_log,
         graceful_timeout=graceful_timeout,
     )
