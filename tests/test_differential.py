@@ -12,21 +12,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from benchmarks import side_by_side
-from rpquery.db import Database
 from tests.conftest import ALL_BACKENDS, IN_CI
 from tests.differential import report
 from tests.differential.cloud import Cloud, Consumer, Inventory, Provider, make_cloud
 from tests.differential.compare import Answer
 from tests.differential.proofs import Judge
 from tests.differential.queries import Group, Query, make_queries
-from tests.differential.run import Stats, run_cloud
+from tests.differential.run import Stats, origin_of, prepare, run_cloud
 from tests.differential.validator import Validator
 
 AGG = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -207,21 +204,12 @@ def test_rpquery_answers_as_placement_does(backend: str, database_url) -> None: 
             pytest.fail(message + " (CI=true: the differential test is required)", pytrace=False)
         pytest.skip(message)
     stats = Stats(backend)
-    for seed in CI_SEEDS:
-        with _database(database_url, backend) as db:
+    for seed in CI_SEEDS:  # one database rpquery made, one Placement made (origin_of)
+        db = prepare(database_url(backend), origin_of(seed))
+        try:
             run_cloud(db, backend, seed, CI_REQUESTS, stats)
+        finally:
+            db.dispose()
     print(stats.line())
     assert stats.unexplained == [], "\n".join(report.describe(d) for d in stats.unexplained[:3])
     assert stats.requests == len(CI_SEEDS) * CI_REQUESTS
-
-
-@contextmanager
-def _database(database_url: Any, backend: str) -> Iterator[Database]:
-    from rpquery import migrations
-
-    db = Database(database_url(backend))
-    try:
-        migrations.upgrade(db)
-        yield db
-    finally:
-        db.dispose()

@@ -65,8 +65,9 @@ def _answer_lines(cloud: Cloud, kind: str, ours: Any, theirs: Any) -> list[str]:
 def describe(d: Any) -> str:
     """A difference (:class:`tests.differential.run.Difference`) as text."""
     q = d.query
+    title = f"EXPLAINED ({d.explained_by})" if d.explained_by else "UNEXPLAINED"
     head = (
-        f"--- UNEXPLAINED: backend {d.backend}, cloud seed {d.cloud.seed}, request #{d.index}"
+        f"--- {title}: backend {d.backend}, cloud seed {d.cloud.seed}, request #{d.index}"
         f" ({q.kind}{', made invalid: ' + q.invalid if q.invalid else ''})"
     )
     lines = [head, f"  GET {_named(d.cloud, q.path)}", f"  why: {d.why}"]

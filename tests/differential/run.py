@@ -5,7 +5,8 @@
     python -m tests.differential.run --seeds 1-200 --backends sqlite,postgresql,mysql
 
 (``make diff-placement SEEDS=1-200 BACKENDS=...`` runs this.) Per cloud: a fresh
-database made by rpquery (``db upgrade``), one Placement process that writes the cloud
+database (schema by rpquery's ``db upgrade``, or by Placement's ``db sync`` and then
+``db upgrade``: :func:`origin_of`), one Placement process that writes the cloud
 through its REST API and then answers every request in one batch, rpquery's library
 answers, the comparison, and a proof for every difference (:mod:`.proofs`). Exit
 status 1 when any difference is unexplained; the first few are printed in full.
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks import side_by_side
 from rpquery import migrations
 from rpquery.db import Database
 from tests.differential import report
@@ -53,6 +55,7 @@ class Stats:
     same: int = 0
     explained: Counter[str] = field(default_factory=Counter)
     unexplained: list[Difference] = field(default_factory=list)
+    examples: dict[str, Difference] = field(default_factory=dict)  # first of each bug
 
     def line(self) -> str:
         known = sum(self.explained.values())
@@ -107,8 +110,10 @@ def _count(stats: Stats, verdict: tuple[str | None, str] | None, d: Difference) 
         stats.same += 1
         return
     d.explained_by, d.why = verdict
+    d.why = d.why or ("proven" if d.explained_by else "differs")
     if d.explained_by:
         stats.explained[d.explained_by] += 1
+        stats.examples.setdefault(d.explained_by, d)
     else:
         stats.unexplained.append(d)
 
@@ -116,13 +121,30 @@ def _count(stats: Stats, verdict: tuple[str | None, str] | None, d: Difference) 
 # ---------------------------------------------------------------- databases
 
 
+def origin_of(seed: int) -> str:
+    """Who made the schema of cloud ``seed``'s database: rpquery (``db upgrade``) for
+    odd seeds; Placement (``placement-manage db sync``, then rpquery's ``db upgrade``
+    adds its own tables) for even ones — Placement must work on both."""
+    return "placement" if seed % 2 == 0 else "rpquery"
+
+
+def prepare(url: str, origin: str) -> Database:
+    """Make the schema on the empty database at ``url`` (see :func:`origin_of`)."""
+    if origin == "placement":
+        synced = side_by_side.db_sync(url)
+        if synced.returncode:
+            raise RuntimeError(f"placement-manage db sync failed: {synced.stderr[-2000:]}")
+    db = Database(url)
+    migrations.upgrade(db)
+    return db
+
+
 @contextmanager
-def fresh_database(backend: str) -> Iterator[Database]:
-    """A new database that rpquery created (``db upgrade``), dropped afterwards."""
+def fresh_database(backend: str, origin: str = "rpquery") -> Iterator[Database]:
+    """A new database (schema by :func:`prepare`), dropped afterwards."""
     if backend == "sqlite":
         with tempfile.TemporaryDirectory() as tmp:
-            db = Database(f"sqlite:///{Path(tmp) / 'diff.db'}")
-            migrations.upgrade(db)
+            db = prepare(f"sqlite:///{Path(tmp) / 'diff.db'}", origin)
             try:
                 yield db
             finally:
@@ -134,26 +156,23 @@ def fresh_database(backend: str) -> Iterator[Database]:
     if server.admin_url is None:
         raise RuntimeError(f"BACKEND MISSING — {server.reason}")
     url, name = _create_database(server)
-    db = Database(url.render_as_string(hide_password=False))
     try:
-        migrations.upgrade(db)
-        yield db
+        db = prepare(url.render_as_string(hide_password=False), origin)
+        try:
+            yield db
+        finally:
+            db.dispose()
     finally:
-        db.dispose()
         _drop_database(server, name)
 
 
 def run_backend(
-    backend: str,
-    seeds: list[int],
-    n: int,
-    progress: Callable[[str], None] | None = None,
-    database: Callable[[str], object] = fresh_database,
+    backend: str, seeds: list[int], n: int, progress: Callable[[str], None] | None = None
 ) -> Stats:
     """Every seed's cloud on ``backend``, each in its own fresh database."""
     stats = Stats(backend)
     for seed in seeds:
-        with database(backend) as db:  # type: ignore[attr-defined]
+        with fresh_database(backend, origin_of(seed)) as db:
             run_cloud(db, backend, seed, n, stats)
         if progress is not None:
             progress(f"  {backend} seed {seed}: {stats.line()}")
@@ -167,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=250, help="requests per cloud")
     parser.add_argument("--show", type=int, default=5, help="differences printed in full")
     parser.add_argument("--quiet", action="store_true", help="no line per cloud")
+    parser.add_argument(
+        "--examples", action="store_true", help="print the first difference of each known bug"
+    )
     args = parser.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     failed = False
@@ -175,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         stats = run_backend(backend, seeds, args.requests, None if args.quiet else print)
         print(f"{stats.line()} [{time.monotonic() - started:.0f} s]", flush=True)
         for d in stats.unexplained[: args.show]:
+            print(report.describe(d), flush=True)
+        for d in stats.examples.values() if args.examples else ():
             print(report.describe(d), flush=True)
         failed = failed or bool(stats.unexplained)
     return 1 if failed else 0
