@@ -56,6 +56,7 @@ class Stats:
     explained: Counter[str] = field(default_factory=Counter)
     unexplained: list[Difference] = field(default_factory=list)
     examples: dict[str, Difference] = field(default_factory=dict)  # first of each bug
+    errors: list[str] = field(default_factory=list)  # clouds the run could not finish
 
     def line(self) -> str:
         known = sum(self.explained.values())
@@ -65,6 +66,7 @@ class Stats:
             f"{self.same} same, {known} differences explained as Placement bugs"
             + (f" ({detail})" if detail else "")
             + f", {len(self.unexplained)} unexplained"
+            + (f", {len(self.errors)} clouds failed to run" if self.errors else "")
         )
 
 
@@ -172,8 +174,11 @@ def run_backend(
     """Every seed's cloud on ``backend``, each in its own fresh database."""
     stats = Stats(backend)
     for seed in seeds:
-        with fresh_database(backend, origin_of(seed)) as db:
-            run_cloud(db, backend, seed, n, stats)
+        try:
+            with fresh_database(backend, origin_of(seed)) as db:
+                run_cloud(db, backend, seed, n, stats)
+        except Exception as error:  # one broken cloud must not hide the others' results
+            stats.errors.append(f"seed {seed}: {type(error).__name__}: {str(error)[-1500:]}")
         if progress is not None:
             progress(f"  {backend} seed {seed}: {stats.line()}")
     return stats
@@ -200,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
             print(report.describe(d), flush=True)
         for d in stats.examples.values() if args.examples else ():
             print(report.describe(d), flush=True)
-        failed = failed or bool(stats.unexplained)
+        for error in stats.errors:
+            print(f"--- CLOUD FAILED on {backend}: {error}", flush=True)
+        failed = failed or bool(stats.unexplained or stats.errors)
     return 1 if failed else 0
 
 
