@@ -7,6 +7,7 @@ from rpquery.api.handlers import (
     aggregates,
     allocation_candidates,
     allocations,
+    insight,
     inventories,
     reshaper,
     resource_classes,
@@ -28,4 +29,5 @@ ROUTES: list[Route] = [
     *allocation_candidates.ROUTES,
     *usages.ROUTES,
     *reshaper.ROUTES,
+    *insight.ROUTES,
 ]
