@@ -3,7 +3,8 @@ candidates request (``GET /rpquery/why``) and how many more instances fit
 (``GET /rpquery/headroom``). Both take ``GET /allocation_candidates``' query (1.39
 syntax, whatever the request's microversion) plus ``examples=N`` (why) or
 ``group_by=aggregate|trait`` (headroom), and answer what ``Rejections.to_dict()`` /
-``Headroom.to_dict()`` give. Bad input is a 400 with rpquery's error code."""
+``Headroom.to_dict()`` give. Bad input is a 400 with rpquery's error code. Both are
+guarded by ``placement:allocation_candidates:list``: they tell what that query tells."""
 
 from __future__ import annotations
 
@@ -48,6 +49,12 @@ def get_headroom(req: falcon.Request, resp: falcon.Response) -> None:
 
 
 ROUTES = [
-    route("/rpquery/why", "GET", get_why, "rpquery:why", accept=True),
-    route("/rpquery/headroom", "GET", get_headroom, "rpquery:headroom", accept=True),
+    route("/rpquery/why", "GET", get_why, "placement:allocation_candidates:list", accept=True),
+    route(
+        "/rpquery/headroom",
+        "GET",
+        get_headroom,
+        "placement:allocation_candidates:list",
+        accept=True,
+    ),
 ]
