@@ -13,6 +13,7 @@ tracer that sees every statement.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,9 +64,10 @@ def normalize_url(url: str | URL) -> URL:
     ('rpquery.db.unknown_dialect', 'foo')
     """
     shown = url if isinstance(url, str) else url.render_as_string(hide_password=True)
+    shown = re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", shown)  # no password in messages
     try:
         u = make_url(url)
-    except exc.ArgumentError as error:
+    except (exc.ArgumentError, ValueError) as error:  # ValueError: a port that is no number
         raise InvalidRequest(
             "rpquery.db.bad_url",
             f"{shown!r} is not a database URL ({_URL_FORMS})",

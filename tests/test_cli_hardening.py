@@ -113,6 +113,13 @@ def test_bad_database_urls_are_user_errors(url: str, code: str) -> None:
     assert caught.value.code == code
 
 
+def test_a_bad_url_message_does_not_show_the_password() -> None:
+    result = cli("--db", "postgresql://u:s3cret@host:notaport/db", "providers")
+    assert result.exit_code == 2
+    assert "rpquery.db.bad_url" in result.stderr
+    assert "s3cret" not in result.stderr and "u:***@" in result.stderr
+
+
 def test_reshape_of_a_non_utf8_file_is_a_user_error(tmp_path: Path) -> None:
     body = tmp_path / "latin1.json"
     body.write_bytes('{"inventories": {"caf\u00e9": {}}, "allocations": {}}'.encode("latin-1"))
