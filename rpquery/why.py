@@ -169,18 +169,69 @@ def _run(
 ) -> Rejections:
     names = fetch_names(conn, req)
     sharing = fetch_sharing(conn, req, names)
-    hosts = [int(h) for h in conn.execute(w.hosts_stmt()).scalars()]
-    keys = keys_per_host(conn, sharing)
     first: dict[int, Verdict] = {}
     free: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
-    for gi, g in enumerate(_ordered(req)):
-        _group_verdicts(conn, g, gi, names, sharing, keys, hosts, first, free)
-    survivors = [h for h in hosts if h not in first]
+    if counted_in_sql(req, sharing) and dialects.counts_in_sql(conn.dialect.name):
+        total, survivors, counted = _counted(conn, req.groups[0], names, examples)
+    else:
+        hosts = [int(h) for h in conn.execute(w.hosts_stmt()).scalars()]
+        keys = keys_per_host(conn, sharing)
+        for gi, g in enumerate(_ordered(req)):
+            _group_verdicts(conn, g, gi, names, sharing, keys, hosts, first, free)
+        total, survivors, counted = len(hosts), [h for h in hosts if h not in first], {}
     fit = _search(conn, req, names, sharing, survivors, budget, first)
     fit = _root_required(conn, req, names, fit, first)
     for pi, policy in enumerate(policies):
         fit = _policy(conn, policy, pi, fit, first)
-    return _answer(conn, hosts, fit, first, free, examples)
+    return _answer(conn, total, fit, first, free, examples, counted)
+
+
+def counted_in_sql(req: CandidatesRequest, sharing: Sharing) -> bool:
+    """Are the reasons counted in SQL? One group, no sharing provider of its classes,
+    not a granular group of several classes (else per-host verdicts are merged in
+    Python)."""
+    if len(req.groups) != 1 or sharing.shared_with:
+        return False
+    g = req.groups[0]
+    return not (g.is_granular and len(g.resources) > 1)
+
+
+#: Hosts of one reason counted in SQL: (count, example host ids, largest free amount).
+Counted = dict[Verdict, tuple[int, list[int], float | None]]
+
+
+def _counted(
+    conn: Connection, g: RequestGroup, names: q.Names, examples: int
+) -> tuple[int, list[int], Counted]:
+    """A request of one group that no sharing provider serves: the reasons counted in
+    SQL (:func:`rpquery.why_sql.counted_stmt`, a handful of rows whatever the number of
+    hosts) and the hosts that pass, for the search."""
+    stages = w.filter_stages(g, names, resource_providers.alias("rp"))
+    classes = sorted(g.resources)
+    survivors: list[int] = []
+    out: Counted = {}
+    total = 0
+    for verdict, host, count, largest in driver_rows(conn, w.counted_stmt(g, names, examples), {}):
+        if int(verdict) == w.PASS:
+            survivors.append(int(host))
+            continue
+        code, index = w.decode(int(verdict))
+        if code in ("no_inventory", "no_capacity", "unit_limits"):
+            detail = classes[index]
+        elif code == "no_single_provider":
+            detail = ",".join(classes)
+        elif code == "required_trait" and not g.is_granular:
+            detail = w.text_of(g.required[index])
+        else:
+            detail = stages[index].detail
+        key = (w.RANK[code], 0, index, code, g.suffix, detail)
+        room = float(largest) if largest is not None and code == "no_capacity" else None
+        if key not in out:
+            out[key] = (int(count), [], room)
+            total += int(count)
+        out[key][1].append(int(host))
+    survivors.sort()
+    return total + len(survivors), survivors, out
 
 
 def keys_per_host(conn: Connection, sharing: Sharing) -> dict[int, list[int]]:
@@ -388,31 +439,38 @@ def _policy(
 
 def _answer(
     conn: Connection,
-    hosts: Sequence[int],
+    total: int,
     fit: Sequence[int],
     first: Mapping[int, Verdict],
     free: Mapping[tuple[str, str], Mapping[int, float]],
     examples: int,
+    counted: Counted,
 ) -> Rejections:
+    """Reasons from the per-host verdicts (``first``) and those counted in SQL."""
+    merged: dict[Verdict, tuple[int, list[int], float | None]] = dict(counted)
     by_reason: dict[Verdict, list[int]] = defaultdict(list)
-    for h in hosts:
-        if h in first:
-            by_reason[first[h]].append(h)
-    shown = {h for hs in by_reason.values() for h in hs[:examples]} | set(fit[:examples])
+    for h, v in sorted(first.items()):
+        by_reason[v].append(h)
+    for v, hs in by_reason.items():
+        rooms = [free[(v[4], v[5])][h] for h in hs if h in free.get((v[4], v[5]), {})]
+        largest = max(rooms) if v[3] == "no_capacity" and rooms else None
+        old = merged.get(v)
+        if old is None:
+            merged[v] = (len(hs), hs[:examples], largest)
+        else:
+            bigger = max((x for x in (old[2], largest) if x is not None), default=None)
+            merged[v] = (old[0] + len(hs), sorted(old[1] + hs)[:examples], bigger)
+    shown = {h for _, hs, _ in merged.values() for h in hs[:examples]} | set(fit[:examples])
     info = {}
     if shown:
         for rp, _root, uuid, name in conn.execute(w.roots_of_stmt(sorted(shown))):
             info[int(rp)] = Host(str(uuid), name)
-    reasons = []
-    for v in sorted(by_reason):
-        hs = by_reason[v]
-        rooms = [free[(v[4], v[5])][h] for h in hs if h in free.get((v[4], v[5]), {})]
-        largest = max(rooms) if v[3] == "no_capacity" and rooms else None
-        reasons.append(
-            Reason(v[3], v[4], v[5], len(hs), tuple(info[h] for h in hs[:examples]), largest)
-        )
+    reasons = [
+        Reason(v[3], v[4], v[5], n, tuple(info[h] for h in hs[:examples]), largest)
+        for v, (n, hs, largest) in sorted(merged.items())
+    ]
     fit_examples = tuple(info[h] for h in fit[:examples])
-    return Rejections(len(hosts), len(fit), tuple(reasons), fit_examples)
+    return Rejections(total, len(fit), tuple(reasons), fit_examples)
 
 
 __all__ = ["Host", "Reason", "Rejections", "explain_no_candidates", "policy_name"]

@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, FromClause, Select
 
 from rpquery import candidates_sql as q
-from rpquery import clauses
+from rpquery import clauses, dialects
 from rpquery.policies.base import HostPolicy
 from rpquery.request import RequestGroup
 from rpquery.tables import inventories, resource_providers
@@ -255,3 +255,104 @@ def passing_roots_stmt(
     if clause is not None:
         extra.append(clause)
     return q.roots_stmt(root_required, root_forbidden, extra, root=root)
+
+
+# ---------------------------------------------------------------- one group, counted in SQL
+
+#: A host's verdict as one integer, ``rank * 1000 + index`` (the order of reasons);
+#: :data:`PASS` when the group passes.
+PASS = 999_999
+
+
+def encode(code: str, index: int) -> int:
+    return RANK[code] * 1000 + index
+
+
+def decode(value: int) -> tuple[str, int]:
+    """``(code, index)`` of an encoded verdict (see :func:`encode`)."""
+    return REASONS[value // 1000], value % 1000
+
+
+def _class_verdict(level: Any, stages: Sequence[Stage], ci: int, n: int) -> ColumnElement[int]:
+    whens: list[tuple[ColumnElement[bool], int]] = [(level.is_(None), encode("no_inventory", ci))]
+    whens += [(level == j, encode(s.code, j)) for j, s in enumerate(stages)]
+    whens += [(level == n, encode("no_capacity", ci)), (level == n + 1, encode("unit_limits", ci))]
+    return sa.case(*whens, else_=PASS)
+
+
+def _tree_has(root_id: ColumnElement[int], rc_ids: Sequence[int]) -> ColumnElement[bool]:
+    """``EXISTS (SELECT 1 FROM resource_providers np JOIN inventories ni ...
+    WHERE np.root_provider_id = :root AND ni.resource_class_id IN (:rcs))``"""
+    np_ = resource_providers.alias("np")
+    ni = inventories.alias("ni")
+    return (
+        sa.select(sa.literal_column("1"))
+        .select_from(np_.join(ni, ni.c.resource_provider_id == np_.c.id))
+        .where(np_.c.root_provider_id == root_id, ni.c.resource_class_id.in_(sorted(rc_ids)))
+        .exists()
+    )
+
+
+def counted_stmt(group: RequestGroup, names: q.Names, examples: int) -> Select:
+    """The verdicts of a request of one group, counted in SQL: per verdict (see
+    :func:`encode`), its host count, the largest free amount (``no_capacity``) and the
+    first ``examples`` hosts by id; every host that passes (``verdict = PASS``).
+
+    ``r`` as in :func:`levels_stmt`, pivoted per host (one ``MAX(CASE ...)`` per
+    class), its verdict the smallest of its classes' (``LEAST``), then
+    ``COUNT(*) OVER``, ``MAX(free) OVER`` and ``ROW_NUMBER() OVER (PARTITION BY
+    verdict ORDER BY host)``; roots without a row are ``no_inventory`` of the first
+    class (``NOT EXISTS`` an inventory of a requested class in the tree). Only for one
+    group that no sharing provider serves and that is not a granular group of several
+    classes."""
+    r, n = rows_cte(group, names, ())
+    stages = filter_stages(group, names, resource_providers.alias("rp"))
+    classes = sorted(group.resources)
+    rc_ids = [names.rc_ids[rc] for rc in classes]
+    nreq = 0 if group.is_granular else len(group.required)
+    ph = (
+        sa.select(
+            r.c.k,
+            *(
+                sa.func.max(sa.case((r.c.rc == c, r.c.level))).label(f"l{i}")
+                for i, c in enumerate(rc_ids)
+            ),
+            *(
+                sa.func.max(sa.case((sa.and_(r.c.rc == c, r.c.level >= n), r.c.free))).label(
+                    f"f{i}"
+                )
+                for i, c in enumerate(rc_ids)
+            ),
+            *(sa.func.max(r.c[f"req_{i}"]).label(f"q{i}") for i in range(nreq)),
+        )
+        .group_by(r.c.k)
+        .cte("ph")
+    )
+    parts = [_class_verdict(ph.c[f"l{i}"], stages, i, n) for i in range(len(rc_ids))]
+    parts += [
+        sa.case((ph.c[f"q{i}"] == 0, encode("required_trait", i)), else_=PASS) for i in range(nreq)
+    ]
+    verdict: ColumnElement[int] = parts[0] if len(parts) == 1 else dialects.least(*parts)
+    free_of = sa.case(
+        *((verdict == encode("no_capacity", i), ph.c[f"f{i}"]) for i in range(len(rc_ids))),
+        else_=sa.null(),
+    )
+    root = resource_providers.alias("root")
+    bare = sa.select(
+        root.c.id.label("k"),
+        sa.literal(encode("no_inventory", 0), sa.Integer).label("verdict"),
+        sa.null().label("free"),
+    ).where(root.c.parent_provider_id.is_(None), sa.not_(_tree_has(root.c.id, rc_ids)))
+    h = sa.union_all(
+        sa.select(ph.c.k, verdict.label("verdict"), free_of.label("free")), bare
+    ).subquery("h")
+    f = sa.select(
+        h.c.verdict,
+        h.c.k,
+        sa.func.count().over(partition_by=h.c.verdict).label("cnt"),
+        sa.func.max(h.c.free).over(partition_by=h.c.verdict).label("mx"),
+        sa.func.row_number().over(partition_by=h.c.verdict, order_by=h.c.k).label("rn"),
+    ).subquery("f")
+    return sa.select(f.c.verdict, f.c.k, f.c.cnt, f.c.mx).where(
+        sa.or_(f.c.rn <= examples, f.c.verdict == PASS)
+    )

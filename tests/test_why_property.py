@@ -12,12 +12,15 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from rpquery import why
 from rpquery.request import CandidatesRequest
 from rpquery.why import explain_no_candidates
 from tests.conftest import IN_CI
 from tests.reference import Cloud, reference_candidates
 from tests.test_candidates_property import clouds, insert, requests
+from tests.test_headroom_property import one_group
 
 EXAMPLES = int(os.environ.get("RPQUERY_PROPERTY_EXAMPLES", "20" if IN_CI else "40"))
 
@@ -38,7 +41,7 @@ def test_fit_hosts_equal_brute_force(backend: str, request: pytest.FixtureReques
         suppress_health_check=list(HealthCheck),
         database=None,
     )
-    @given(cloud=clouds(), req=requests())
+    @given(cloud=clouds(), req=st.one_of(one_group(), requests()))
     def check(cloud: Cloud, req: CandidatesRequest) -> None:
         insert(db, cloud)
         roots = [n for n, p in cloud.p.items() if p.parent is None]
@@ -47,6 +50,10 @@ def test_fit_hosts_equal_brute_force(backend: str, request: pytest.FixtureReques
         assert answer.hosts == len(roots)
         assert answer.fit + sum(r.count for r in answer.reasons) == answer.hosts
         assert {h.name for h in answer.fit_examples} == expected
+        if len(req.groups) == 1:  # counted in SQL or per host in Python: the same
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(why, "counted_in_sql", lambda *_: False)
+                assert explain_no_candidates(db, req, examples=len(cloud.p)) == answer
         rejected = [h.name for r in answer.reasons for h in r.examples]
         assert len(rejected) == len(set(rejected)) == len(roots) - len(expected)
         seen["examples"] += 1
