@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
+from rpquery import dialects
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import ResourceProvider
@@ -149,11 +150,32 @@ def claim_generation(conn: Connection, rp_uuid: str, generation: int) -> int:
     return int(row.id)
 
 
-def _duplicate(name: str, rp_uuid: str, error: Exception) -> Conflict:
+def _duplicate(conn: Connection, name: str, rp_uuid: str, error: Exception) -> Conflict:
     detail = f"a provider named {name!r} or with uuid {rp_uuid} already exists"
+    twin = _collation_twin(conn, name)
+    if twin is not None:
+        detail = (
+            f"provider name {name!r} is taken: resource_providers.name compares with "
+            f"{twin[1]}, which takes it for the existing provider {twin[0]!r} (case, accents "
+            "and trailing spaces are ignored)"
+        )
     conflict = Conflict("rpquery.provider.duplicate", detail, token=name)
     conflict.__cause__ = error
     return conflict
+
+
+def _collation_twin(conn: Connection, name: str) -> tuple[str, str] | None:
+    """MySQL/MariaDB: the existing name the column's collation takes ``name`` for, with
+    the collation (``None`` when the name itself is taken, and on the other backends,
+    where a failed statement also ends the transaction)."""
+    collation = dialects.column_collation(conn, "resource_providers", "name")
+    if collation is None:
+        return None
+    rp = resource_providers
+    found = conn.execute(sa.select(rp.c.name).where(rp.c.name == name).limit(1)).scalar()
+    if found is None or found == name:
+        return None
+    return str(found), collation
 
 
 def create_provider(
@@ -195,7 +217,7 @@ def create_provider(
                 )
             )
         except exc.IntegrityError as error:
-            raise _duplicate(name, rp_uuid, error) from error
+            raise _duplicate(conn, name, rp_uuid, error) from error
         new_id = int(result.inserted_primary_key[0])  # type: ignore[index]
         conn.execute(
             rp.update().where(rp.c.id == new_id).values(root_provider_id=root_id or new_id)
@@ -230,7 +252,7 @@ def rename_provider(db: Database, rp_uuid: str, name: str, *, generation: int) -
         try:
             _bump(conn, rp_id, generation, name=name)
         except exc.IntegrityError as error:
-            raise _duplicate(name, rp_uuid, error) from error
+            raise _duplicate(conn, name, rp_uuid, error) from error
         return _load(conn, rp_uuid)[1]
 
 
@@ -349,7 +371,7 @@ def update_provider(
             try:
                 conn.execute(rp.update().where(rp.c.id == rp_id).values(**values))
             except exc.IntegrityError as error:
-                raise _duplicate(str(name), rp_uuid, error) from error
+                raise _duplicate(conn, str(name), rp_uuid, error) from error
         if new_root is not None:
             conn.execute(
                 rp.update().where(rp.c.id.in_(subtree_ids(rp_id))).values(root_provider_id=new_root)

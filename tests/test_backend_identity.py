@@ -90,6 +90,31 @@ def test_user_twin_is_a_distinct_owner_or_a_named_conflict(db: Database, host: s
         assert usages.project_usages_total(db, "proj", user_id="Bob") == {"VCPU": 1}
 
 
+def test_provider_name_twin_is_a_second_provider_or_a_conflict_naming_the_collation(
+    db: Database,
+) -> None:
+    from rpquery.providers import rename_provider
+
+    create_provider(db, "Web")
+    other = create_provider(db, "db")
+    if db.dialect_name == "mysql":
+        for attempt in (lambda: create_provider(db, "web"), lambda: rename_provider(
+            db, other.uuid, "WEB ", generation=other.generation
+        )):
+            with pytest.raises(Conflict) as caught:
+                attempt()
+            assert caught.value.code == "rpquery.provider.duplicate"
+            assert "utf8mb4_general_ci" in caught.value.detail
+            assert "'Web'" in caught.value.detail
+    else:
+        create_provider(db, "web")
+        rename_provider(db, other.uuid, "WEB ", generation=other.generation)
+        assert sorted(p.name for p in list_providers(db, {})) == ["WEB ", "Web", "web"]
+    with pytest.raises(Conflict) as same:  # the very name: the plain message everywhere
+        create_provider(db, "Web")
+    assert "already exists" in same.value.detail
+
+
 def test_provider_name_filter_is_exact(db: Database) -> None:
     create_provider(db, "Web")
     assert [p.name for p in list_providers(db, {"name": "Web"})] == ["Web"]
