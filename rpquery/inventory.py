@@ -18,12 +18,16 @@ in one statement and checked:
   (Placement's rule);
 - lowering capacity ``(total - reserved) * allocation_ratio`` below current usage →
   ``InUse`` ``rpquery.inventory.capacity_below_usage``. Placement only logs this; rpquery
-  refuses it (issue 2). A provider that is already over capacity may still be updated
-  as long as the update does not lower capacity further.
+  refuses it by default (issue 2). A provider that is already over capacity may still be
+  updated as long as the update does not lower capacity further. A caller reporting what
+  the hardware really has (nova's resource tracker through the API layer, which follows
+  Placement) passes ``allow_below_usage=True``: the write lands, a warning is logged on
+  ``rpquery.write``, and the provider is over capacity until allocations go away.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +43,8 @@ from rpquery.models import Inventory
 from rpquery.providers import check_generation
 from rpquery.tables import allocations, inventories, resource_classes, resource_providers
 from rpquery.validation import check_int, check_ratio, check_uuid
+
+_log = logging.getLogger("rpquery.write")
 
 _FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
@@ -147,7 +153,9 @@ def _inventory(values: Sequence[Any]) -> Inventory:
 # ---------------------------------------------------------------- the write
 
 
-def _check_usage(rc: str, old: _Current | None, new: Inventory | None) -> None:
+def _check_usage(
+    rc: str, old: _Current | None, new: Inventory | None, *, allow_below_usage: bool
+) -> None:
     if old is None or old.used == 0:
         return
     if new is None:
@@ -157,6 +165,15 @@ def _check_usage(rc: str, old: _Current | None, new: Inventory | None) -> None:
             token=rc,
         )
     if new.capacity < old.used and new.capacity < old.inventory.capacity:
+        if allow_below_usage:
+            _log.warning(
+                "capacity of %s drops to %s, below its usage %s: the provider is over "
+                "capacity until allocations are removed",
+                rc,
+                new.capacity,
+                old.used,
+            )
+            return
         raise InUse(
             "rpquery.inventory.capacity_below_usage",
             f"capacity of {rc} would drop to {new.capacity}, below its usage {old.used}",
@@ -195,6 +212,7 @@ def write_inventory_rows(
     *,
     replace_all: bool = False,
     check_usage: bool = True,
+    allow_below_usage: bool = False,
 ) -> None:
     """Write a provider's inventory rows inside the caller's transaction (no generation
     check: the caller claims it, e.g. with :func:`rpquery.providers.claim_generation`).
@@ -202,7 +220,8 @@ def write_inventory_rows(
     ``changes`` maps class name → new inventory, or ``None`` to remove it
     (``rpquery.inventory.not_found`` if absent); with ``replace_all`` the classes not
     named are removed too. ``rc_ids`` maps every named class to its id. With
-    ``check_usage`` the in-use and shrink rules apply; a reshaper that moves allocations
+    ``check_usage`` the in-use and shrink rules apply (``allow_below_usage`` lifts the
+    shrink rule: see the module docstring); a reshaper that moves allocations
     in the same transaction passes ``False`` and checks the final state itself.
     One read, then at most one ``DELETE``, one ``UPDATE`` (executemany), one ``INSERT``.
     """
@@ -213,7 +232,7 @@ def write_inventory_rows(
     for rc_id, (rc, new) in sorted(_plan(current, changes, rc_ids, replace_all).items()):
         old = current.get(rc_id)
         if check_usage:
-            _check_usage(rc, old, new)
+            _check_usage(rc, old, new, allow_below_usage=allow_below_usage)
         if new is None and old is not None:
             drop.append(old.row_id)
         elif new is not None and old is None:
@@ -242,6 +261,7 @@ def _write(
     generation: int,
     *,
     replace_all: bool,
+    allow_below_usage: bool = False,
 ) -> int:
     rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     check_generation(generation)
@@ -253,7 +273,14 @@ def _write(
     with db.begin() as conn:
         rc_ids = catalog.require_resource_class_ids(conn, changes)
         rp_id = providers.claim_generation(conn, rp_uuid, generation)
-        write_inventory_rows(conn, rp_id, changes, rc_ids, replace_all=replace_all)
+        write_inventory_rows(
+            conn,
+            rp_id,
+            changes,
+            rc_ids,
+            replace_all=replace_all,
+            allow_below_usage=allow_below_usage,
+        )
     return generation + 1
 
 
@@ -261,16 +288,38 @@ def _write(
 
 
 def set_inventories(
-    db: Database, rp_uuid: str, inventories: Mapping[str, Inventory], *, generation: int
+    db: Database,
+    rp_uuid: str,
+    inventories: Mapping[str, Inventory],
+    *,
+    generation: int,
+    allow_below_usage: bool = False,
 ) -> int:
     """Replace all inventories of a provider (classes not named are removed); returns the
     new provider generation. Errors: see the module docstring and ``docs/writes.md``."""
-    return _write(db, rp_uuid, dict(inventories), generation, replace_all=True)
+    return _write(
+        db,
+        rp_uuid,
+        dict(inventories),
+        generation,
+        replace_all=True,
+        allow_below_usage=allow_below_usage,
+    )
 
 
-def set_inventory(db: Database, rp_uuid: str, rc: str, inv: Inventory, *, generation: int) -> int:
+def set_inventory(
+    db: Database,
+    rp_uuid: str,
+    rc: str,
+    inv: Inventory,
+    *,
+    generation: int,
+    allow_below_usage: bool = False,
+) -> int:
     """Create or update the inventory of one class, leaving the others alone."""
-    return _write(db, rp_uuid, {rc: inv}, generation, replace_all=False)
+    return _write(
+        db, rp_uuid, {rc: inv}, generation, replace_all=False, allow_below_usage=allow_below_usage
+    )
 
 
 def delete_inventory(db: Database, rp_uuid: str, rc: str, *, generation: int) -> int:

@@ -153,6 +153,33 @@ def test_shrink_below_usage_refused(db: Database) -> None:
     assert inv_api.set_inventory(db, cn.uuid, "VCPU", Inventory(8, reserved=2), generation=0) == 1
 
 
+def test_shrink_below_usage_allowed_when_asked(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the API layer does for nova's resource tracker (as Placement): the shrink
+    lands, a warning names the class, and the provider is over capacity — no candidate."""
+    from rpquery.candidates import allocation_candidates
+
+    with db.begin() as conn:
+        cn = provider(conn, "cn1", inventory={"VCPU": 8})
+        allocate(conn, new_uuid(), cn, "VCPU", 6)
+    with caplog.at_level("WARNING", logger="rpquery.write"):
+        assert (
+            inv_api.set_inventory(
+                db, cn.uuid, "VCPU", Inventory(5), generation=0, allow_below_usage=True
+            )
+            == 1
+        )
+    assert inventory_rows(db) == [(0, 5, 0, 5)]
+    assert [r.name for r in caplog.records] == ["rpquery.write"]
+    assert "VCPU" in caplog.records[0].getMessage()
+    assert not allocation_candidates(db, "resources=VCPU:1").allocation_requests
+    # removing a class that has allocations stays refused
+    with pytest.raises(InUse) as err:
+        inv_api.set_inventories(db, cn.uuid, {}, generation=1, allow_below_usage=True)
+    assert err.value.code == "rpquery.inventory.in_use"
+
+
 def test_existing_overage_may_be_edited_without_shrinking(db: Database) -> None:
     with db.begin() as conn:
         cn = provider(conn, "cn1", inventory={"VCPU": 4})

@@ -113,7 +113,9 @@ def create_inventory(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
             code=errors.CONCURRENT_UPDATE,
         )
     try:
-        generation = inv_lib.set_inventory(db, uuid, rc, inv, generation=rp.generation)
+        generation = inv_lib.set_inventory(
+            db, uuid, rc, inv, generation=rp.generation, allow_below_usage=True
+        )
     except InvalidRequest as exc:
         if exc.code.startswith("rpquery.resource_class."):
             raise ApiError(
@@ -138,7 +140,11 @@ def set_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) -> No
         _check_capacity(req, uuid, rc, inv)
     try:
         generation = inv_lib.set_inventories(
-            ctx(req).db, uuid, wanted, generation=data["resource_provider_generation"]
+            ctx(req).db,
+            uuid,
+            wanted,
+            generation=data["resource_provider_generation"],
+            allow_below_usage=True,
         )
     except InvalidRequest as exc:
         raise _bad_inventory(uuid, exc.token or "", exc) from exc
@@ -203,7 +209,12 @@ def update_inventory(
         )
     try:
         generation = inv_lib.set_inventory(
-            db, uuid, resource_class, inv, generation=data["resource_provider_generation"]
+            db,
+            uuid,
+            resource_class,
+            inv,
+            generation=data["resource_provider_generation"],
+            allow_below_usage=True,
         )
     except InvalidRequest as exc:
         raise _bad_inventory(uuid, resource_class, exc) from exc
