@@ -1,8 +1,333 @@
-"""Handlers of Placement's allocation_candidates routes (owned by the gabbi helper;
-see docs/api.md, "Adding a handler")."""
+"""``GET /allocation_candidates`` (1.10+) on :func:`rpquery.candidates.allocation_candidates`.
+
+What changes with the microversion: the accepted parameters (the query schemas below
+keep Placement's constraints, Apache-2.0, OpenStack Placement
+``placement/schemas/allocation_candidate.py``; forbidden traits from 1.22, forbidden
+aggregates from 1.32, ``in:`` traits from 1.39), allocation requests as lists before
+1.12, ``mappings`` from 1.34, summaries with traits from 1.17, with every class (not only
+the requested ones) from 1.27 and with parent/root uuids from 1.29, and nested trees
+invisible before 1.29 (:func:`rpquery.candidates.exclude_nested`).
+"""
 
 from __future__ import annotations
 
-from rpquery.api.routing import Route
+import copy
+import dataclasses
+import re
+from typing import Any
 
-ROUTES: list[Route] = []
+import falcon
+
+from rpquery import candidates, providers
+from rpquery.api import errors
+from rpquery.api import query as gates
+from rpquery.api.errors import ApiError
+from rpquery.api.routing import route
+from rpquery.api.util import ctx, query, send_json, validate, want
+from rpquery.errors import InvalidRequest
+from rpquery.request import CandidatesRequest, parse_candidates
+
+# ---------------------------------------------------------------- schemas (Placement's)
+
+SCHEMA_1_10: dict[str, Any] = {
+    "type": "object",
+    "properties": {"resources": {"type": "string"}},
+    "required": ["resources"],
+    "additionalProperties": False,
+}
+SCHEMA_1_16 = copy.deepcopy(SCHEMA_1_10)
+SCHEMA_1_16["properties"]["limit"] = {
+    "type": ["integer", "string"],
+    "pattern": "^[1-9][0-9]*$",
+    "minimum": 1,
+    "minLength": 1,
+}
+SCHEMA_1_17 = copy.deepcopy(SCHEMA_1_16)
+SCHEMA_1_17["properties"]["required"] = {"type": ["string"]}
+SCHEMA_1_21 = copy.deepcopy(SCHEMA_1_17)
+SCHEMA_1_21["properties"]["member_of"] = {"type": ["string"]}
+
+
+def _grouped(suffix: str, kinds: tuple[str, ...]) -> dict[str, Any]:
+    schema = copy.deepcopy(SCHEMA_1_21)
+    for key in ("resources", "required", "member_of"):
+        del schema["properties"][key]
+    del schema["required"]
+    schema["patternProperties"] = {f"^{k}({suffix})?$": {"type": "string"} for k in kinds}
+    schema["properties"]["group_policy"] = {"type": "string", "enum": ["none", "isolate"]}
+    return schema
+
+
+SCHEMA_1_25 = _grouped("[1-9][0-9]*", ("resources", "required", "member_of"))
+SCHEMA_1_31 = _grouped("[1-9][0-9]*", ("resources", "required", "member_of", "in_tree"))
+SCHEMA_1_33 = _grouped("[a-zA-Z0-9_-]{1,64}", ("resources", "required", "member_of", "in_tree"))
+SCHEMA_1_35 = copy.deepcopy(SCHEMA_1_33)
+SCHEMA_1_35["properties"]["root_required"] = {"type": ["string"]}
+SCHEMA_1_36 = copy.deepcopy(SCHEMA_1_35)
+SCHEMA_1_36["properties"]["same_subtree"] = {"type": ["string"]}
+
+_SCHEMAS = (
+    ((1, 36), SCHEMA_1_36),
+    ((1, 35), SCHEMA_1_35),
+    ((1, 33), SCHEMA_1_33),
+    ((1, 31), SCHEMA_1_31),
+    ((1, 25), SCHEMA_1_25),
+    ((1, 21), SCHEMA_1_21),
+    ((1, 17), SCHEMA_1_17),
+    ((1, 16), SCHEMA_1_16),
+)
+
+
+def _schema(req: falcon.Request) -> dict[str, Any]:
+    return next((s for v, s in _SCHEMAS if want(req, v)), SCHEMA_1_10)
+
+
+# ---------------------------------------------------------------- request
+
+
+_GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)([a-zA-Z0-9_-]{1,64})?$")
+
+
+def _groups(req: falcon.Request, params: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """The request groups by suffix, each value checked with Placement's messages and
+    version gates (:mod:`rpquery.api.query`); ``required`` values as the version reads
+    them (the last one only before 1.39)."""
+    version = ctx(req).version
+    groups: dict[str, dict[str, Any]] = {}
+    for key, values in params.items():
+        found = _GROUP_KEY.match(key)
+        if not found:
+            continue
+        kind, suffix = found.group(1), found.group(2) or ""
+        if kind == "resources":
+            for value in values:
+                gates.check_resources(value)
+        elif kind == "required":
+            values = gates.check_required(key, values, version)
+            params[key] = values
+        elif kind == "member_of":
+            gates.check_member_of(key, values, version)
+        else:
+            gates.check_in_tree(key, values[-1])
+        groups.setdefault(suffix, {})[kind] = values
+    return groups
+
+
+def _check_groups(
+    req: falcon.Request, groups: dict[str, dict[str, Any]], params: dict[str, list[str]]
+) -> None:
+    """Placement's checks of the groups as a whole (``lib.RequestGroup``)."""
+    resourceless = [s for s, g in groups.items() if "resources" not in g]
+    if want(req, (1, 36)):
+        subtrees = [{x.strip() for x in v.split(",")} for v in params.get("same_subtree", [])]
+        if any("" in s for s in subtrees):
+            raise ApiError(
+                400,
+                "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                code=errors.QUERYPARAM_BAD_VALUE,
+            )
+        in_subtree = set().union(*subtrees)
+        if len(resourceless) == len(groups):
+            raise ApiError(
+                400,
+                "There must be at least one resources or resources[$S] parameter.",
+                code=errors.QUERYPARAM_MISSING_VALUE,
+            )
+        bad = [s for s in resourceless if s not in in_subtree]
+        if bad:
+            raise ApiError(
+                400,
+                "Resourceless suffixed group request should be specified in "
+                f"`same_subtree` query param: bad group(s) - {bad}.",
+                code=errors.QUERYPARAM_BAD_VALUE,
+            )
+        unknown = [s for s in sorted(in_subtree) if s not in groups]
+        if unknown:
+            raise ApiError(
+                400,
+                f"Real suffixes should be specified in `same_subtree`: "
+                f"{unknown} not found in {list(groups)}.",
+                code=errors.QUERYPARAM_BAD_VALUE,
+            )
+        return
+    orphans = [f"required{s}" for s in resourceless if "required" in groups[s]]
+    if orphans:
+        raise ApiError(
+            400,
+            "All traits parameters must be associated with resources.  "
+            f"Found the following orphaned traits keys: {', '.join(orphans)}",
+        )
+    orphans = [f"member_of{s}" for s in resourceless if "member_of" in groups[s]]
+    if orphans:
+        raise ApiError(
+            400,
+            "All member_of parameters must be associated with resources. "
+            f"Found the following orphaned member_of keys: {', '.join(orphans)}",
+        )
+    if resourceless:
+        raise ApiError(400, "All request groups must specify resources.")
+    if not groups:
+        raise ApiError(
+            400, "At least one request group (`resources` or `resources{$S}`) is required."
+        )
+
+
+def _request(req: falcon.Request) -> CandidatesRequest:
+    params = query(req)
+    validate(
+        {k: v[-1] for k, v in params.items()}, _schema(req), "Invalid query string parameters"
+    )
+    if len(params.get("root_required", [])) > 1:
+        raise ApiError(
+            400,
+            "Query parameter 'root_required' may be specified only once.",
+            code=errors.ILLEGAL_DUPLICATE_QUERYPARAM,
+        )
+    groups = _groups(req, params)
+    _check_groups(req, groups, params)
+    granular = [s for s in groups if s]
+    if len(granular) > 1 and "group_policy" not in params:
+        raise ApiError(
+            400,
+            'The "group_policy" parameter is required when specifying '
+            'more than one "resources{N}" parameter.',
+        )
+    for key in ("limit", "group_policy"):  # Placement reads the first one
+        if key in params:
+            params[key] = params[key][:1]
+    _check_root_required(params.get("root_required", []))
+    try:
+        return parse_candidates(params)
+    except InvalidRequest as error:
+        raise _library_error(error) from None
+
+
+def _check_root_required(values: list[str]) -> None:
+    names = [n.strip() for v in values for n in v.split(",")]
+    both = sorted({n for n in names if not n.startswith("!")} & {n[1:] for n in names})
+    if both:
+        raise ApiError(
+            400,
+            f"Conflicting required and forbidden traits found in root_required: {', '.join(both)}",
+            code=errors.QUERYPARAM_BAD_VALUE,
+        )
+
+
+def _library_error(error: InvalidRequest) -> ApiError:
+    if error.code.startswith("rpquery.resource_class"):
+        return ApiError(
+            400,
+            "Invalid resource class in resources parameter: No such "
+            f"resource class {error.token}.",
+        )
+    if error.code.startswith("rpquery.trait"):
+        return ApiError(400, f"No such trait(s): {error.token}.")
+    return ApiError(400, f"Invalid query string parameters: {error.detail}")
+
+
+# ---------------------------------------------------------------- response
+
+
+def _requests_body(req: falcon.Request, answer: candidates.AllocationCandidates) -> list[Any]:
+    if not want(req, (1, 12)):
+        return [
+            {
+                "allocations": [
+                    {"resource_provider": {"uuid": rp}, "resources": dict(res)}
+                    for rp, res in sorted(ar.allocations.items())
+                ]
+            }
+            for ar in answer.allocation_requests
+        ]
+    out = []
+    for ar in answer.allocation_requests:
+        entry: dict[str, Any] = {
+            "allocations": {
+                rp: {"resources": dict(res)} for rp, res in sorted(ar.allocations.items())
+            }
+        }
+        if want(req, (1, 34)):
+            entry["mappings"] = {s: list(rps) for s, rps in sorted(ar.mappings.items())}
+        out.append(entry)
+    return out
+
+
+def _summaries_body(
+    req: falcon.Request, answer: candidates.AllocationCandidates, wanted: CandidatesRequest
+) -> dict[str, Any]:
+    every_class = want(req, (1, 27))
+    requested = wanted.resource_class_names()
+    out: dict[str, Any] = {}
+    for uuid, summary in sorted(answer.provider_summaries.items()):
+        entry: dict[str, Any] = {
+            "resources": {
+                rc: {"capacity": r.capacity, "used": r.used}
+                for rc, r in sorted(summary.resources.items())
+                if every_class or rc in requested
+            }
+        }
+        if want(req, (1, 17)):
+            entry["traits"] = sorted(summary.traits)
+        if want(req, (1, 29)):
+            entry["parent_provider_uuid"] = summary.parent_uuid
+            entry["root_provider_uuid"] = summary.root_uuid
+        out[uuid] = entry
+    return out
+
+
+def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
+    wanted = _request(req)
+    db = ctx(req).db
+    blind = not want(req, (1, 29)) and providers.has_nested(db)
+    search = dataclasses.replace(wanted, limit=None) if blind else wanted
+    try:
+        answer = candidates.allocation_candidates(db, search)
+    except InvalidRequest as error:
+        raise _library_error(error) from None
+    if blind:
+        answer = candidates.exclude_nested(answer, wanted.limit)
+    if want(req, (1, 34)):
+        body = answer.to_placement()  # the library's own (fast) rendering is 1.34+'s
+    else:
+        body = {
+            "allocation_requests": _requests_body(req, answer),
+            "provider_summaries": _summaries_body(req, answer, wanted),
+        }
+    summaries = body["provider_summaries"]
+    kept = _trees_used(answer)
+    for uuid in [u for u in summaries if u not in kept]:
+        del summaries[uuid]
+    for summary in summaries.values():
+        if "traits" in summary:
+            summary["traits"].sort(key=_trait_order)
+    send_json(req, resp, body)
+
+
+def _trees_used(answer: candidates.AllocationCandidates) -> set[str]:
+    """Providers of the trees the allocation requests take from: Placement's summaries
+    (the anchor tree of a candidate made of sharing providers alone is not one)."""
+    summaries = answer.provider_summaries
+    roots = {
+        summaries[rp].root_uuid
+        for ar in answer.allocation_requests
+        for rps in (ar.allocations, *ar.mappings.values())
+        for rp in rps
+    }
+    return {u for u, s in summaries.items() if s.root_uuid in roots}
+
+
+def _trait_order(name: str) -> tuple[bool, str]:
+    """Standard traits before custom ones, as Placement lists them (by id)."""
+    return name.startswith("CUSTOM_"), name
+
+
+ROUTES = [
+    route(
+        "/allocation_candidates",
+        "GET",
+        list_candidates,
+        "placement:allocation_candidates:list",
+        since="1.10",
+        accept=True,
+    ),
+]
