@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import inspect
 import os
+import unittest
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,28 @@ def intercept_for(backend: str) -> Callable[[], LazyApp]:
     return lambda: LazyApp(backend)
 
 
+_suite: list[Any] = []  # the YAML file whose fixtures are running (at most one)
+
+
+def enter_suite(suite: Any) -> None:
+    """Start ``suite``'s fixtures (a YAML file's) unless they run already, stopping the
+    previous file's first. gabbi's own pytest plugin does this by test-id patterns for
+    every test of the session, and breaks on other tests' ids; this does it for ours."""
+    if _suite and _suite[0] is suite:
+        return
+    leave_suite()
+    suite.start(unittest.TestResult())
+    _suite.append(suite)
+
+
+def leave_suite() -> None:
+    while _suite:
+        _suite.pop().stop()
+
+
 def close_all() -> None:
     """Dispose of the engines and drop the throw-away databases (end of the run)."""
+    leave_suite()
     for db in _databases.values():
         db.dispose()
     _databases.clear()

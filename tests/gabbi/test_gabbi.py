@@ -23,8 +23,7 @@ GABBITS = harness.gabbits_dir()
 
 
 def _cases(backend: str) -> list[tuple[str, object, object]]:
-    """(id, callable, result) triples as gabbi's pytest plugin expects them: a start
-    and a stop per YAML file around its tests."""
+    """(id, gabbi test case, its file's suite) for every test of every YAML file."""
     loader = unittest.TestLoader()
     suite = driver.build_tests(
         str(GABBITS),
@@ -33,16 +32,9 @@ def _cases(backend: str) -> list[tuple[str, object, object]]:
         test_loader_name=f"gabbi-{backend}",
         fixture_module=fixtures.for_backend(backend),
     )
-    result = reporter.PyTestResult()
     cases: list[tuple[str, object, object]] = []
     for file_suite in suite:
-        tests = getattr(file_suite, "_tests", None)
-        if not tests:
-            continue
-        first = f"gabbi-{backend}:{tests[0].__class__.__name__}"
-        cases.append((f"start_{first}", file_suite.start, result))
-        cases += [(f"gabbi-{backend}:{t.__class__.__name__}", t, result) for t in file_suite]
-        cases.append((f"stop_{first}", file_suite.stop, None))
+        cases += [(f"gabbi-{backend}:{t.__class__.__name__}", t, file_suite) for t in file_suite]
     return cases
 
 
@@ -52,21 +44,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if GABBITS is None:  # as tests/test_placement_db_sync.py: .ci/run tolerates no PyPI
         message = "Placement's gabbi files are missing: run `make placement-venv`"
         params = [pytest.param(None, None, id="no-gabbits", marks=pytest.mark.skip(message))]
-        metafunc.parametrize("test, result", params)
+        metafunc.parametrize("case, suite", params)
         return
-    metafunc.config.pluginmanager.import_plugin("gabbi.pytester")
     entries = manifest.load()
     params = []
     for backend in harness.backends():
-        for name, test, result in _cases(backend):
+        for name, case, suite in _cases(backend):
             reason = manifest.reason_for(entries, name.split(":", 1)[1], backend)
             marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            params.append(pytest.param(test, result, id=name, marks=marks))
-    metafunc.parametrize("test, result", params)
+            params.append(pytest.param(case, suite, id=name, marks=marks))
+    metafunc.parametrize("case, suite", params)
 
 
-def test_gabbi(test, result):  # type: ignore[no-untyped-def]
-    if result is not None:
-        test(result)
-    elif test is not None:
-        test()
+def test_gabbi(case, suite):  # type: ignore[no-untyped-def]
+    """One gabbi test; its YAML file's fixtures start with the file's first test run
+    (gabbi runs the earlier tests of the file first, as it always does)."""
+    harness.enter_suite(suite)
+    case(reporter.PyTestResult())
