@@ -197,7 +197,7 @@ def _js(value: object) -> str:
     return "null" if value is None else str(value)
 
 
-def check_consumer_generations(db: Any, requests: list[ConsumerAllocations]) -> None:
+def compare_consumer_generations(db: Any, requests: list[ConsumerAllocations]) -> None:
     """Placement compares consumer generations first (before providers, classes and
     capacity), with its own wording; the library checks them again in its transaction."""
     checked = [r for r in requests if r.generation_checked]
@@ -237,7 +237,7 @@ def capacity_message(error: CapacityExceeded) -> str:
 
 def _write(req: falcon.Request, requests: list[ConsumerAllocations], *, post: bool) -> None:
     db = ctx(req).db
-    check_consumer_generations(db, requests)
+    compare_consumer_generations(db, requests)
     try:
         alloc_lib.replace_many(db, requests)
     except ConcurrentUpdate as error:

@@ -100,7 +100,7 @@ def post_reshaper(req: falcon.Request, resp: falcon.Response) -> None:
     ]
     db = ctx(req).db
     _check_providers(db, inventories)
-    alloc_handlers.check_consumer_generations(db, requests)
+    alloc_handlers.compare_consumer_generations(db, requests)
     try:
         reshaper.reshape(db, inventories, requests)
     except NotFound as error:
