@@ -423,7 +423,7 @@ class GranularFixture(APIFixture):
 
 class OpenPolicyFixture(APIFixture):
     """Every policy rule open to any authenticated user (Placement sets each rule to
-    ``@``); rpquery has no policy engine yet, so the app is the default one."""
+    ``@``): the app's ``policy="open"``."""
 
     app_options: ClassVar[dict[str, Any]] = {"policy": "open"}
 
