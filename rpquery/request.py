@@ -245,13 +245,18 @@ def _validate_group(g: RequestGroup) -> None:
             check_trait_name(name)
     if any(not s for s in (*g.required, *g.member_of)):
         raise _fail("request.empty_value", "an any-of set is empty", g.suffix or "required")
-    clash = sorted(_clashes(g))
-    if clash:
-        raise _fail("trait.conflict", f"trait {clash[0]} is both required and forbidden", clash[0])
 
 
-def _clashes(g: RequestGroup) -> set[str]:
-    return {t for s in g.required for t in s} & g.forbidden
+def _check_conflicts(g: RequestGroup) -> None:
+    """Placement's rule for allocation candidates: a group is refused only when every
+    trait of one of its ``required`` sets is also forbidden (a plain required trait is
+    a set of one), so ``required=in:A,B&required=!B`` is valid (A and not B). Provider
+    lists make no such check: a contradictory filter simply matches nothing."""
+    for any_of in g.required:
+        if any_of <= g.forbidden:
+            names = sorted(any_of)
+            what = f"trait {names[0]} is" if len(names) == 1 else f"traits {', '.join(names)} are"
+            raise _fail("trait.conflict", f"{what} both required and forbidden", names[0])
 
 
 def _validate_candidates(r: CandidatesRequest) -> None:
@@ -260,6 +265,8 @@ def _validate_candidates(r: CandidatesRequest) -> None:
     if dupes:
         token = sorted(dupes)[0]
         raise _fail("request.duplicate_group", f"group {token!r} given twice", token)
+    for g in r.groups:
+        _check_conflicts(g)
     if not any(g.resources for g in r.groups):
         raise _fail("request.no_resources", "at least one group needs resources", "resources")
     if r.group_policy is not None and r.group_policy not in GROUP_POLICIES:

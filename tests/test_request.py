@@ -85,10 +85,10 @@ def test_providers_request() -> None:
 
 BAD = [
     ("resources=VCPU:1&required=CUSTOM_A,!CUSTOM_A", "rpquery.trait.conflict", "CUSTOM_A"),
-    (
-        "resources=VCPU:1&required=in:CUSTOM_A,CUSTOM_B&required=!CUSTOM_B",
+    (  # every trait of an any-of set forbidden (one forbidden alone is valid)
+        "resources=VCPU:1&required=in:CUSTOM_A,CUSTOM_B&required=!CUSTOM_B,!CUSTOM_A",
         "rpquery.trait.conflict",
-        "CUSTOM_B",
+        "CUSTOM_A",
     ),
     ("resources=VCPU:1&required=! CUSTOM_A", "rpquery.trait.bad_forbidden", "! CUSTOM_A"),
     ("resources=VCPU:1&required=!", "rpquery.trait.bad_forbidden", "!"),
