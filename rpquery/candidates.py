@@ -15,7 +15,8 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
    aggregates (:mod:`rpquery.candidates_sql`);
 4. the pruning search (:mod:`rpquery.candidates_search`, lazy, under a step budget:
    :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``;
-5. provider summaries for the returned trees only (two statements).
+5. provider summaries for the trees the returned candidates allocate from (two
+   statements).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rpquery.candidates_exec import (
     fetch_names,
     fetch_sharing,
     fetch_summaries,
+    fetch_uuids,
     load_groups,
     select_roots,
     statements_for,
@@ -205,15 +207,31 @@ def _apply_policies(
 def _summarise(
     conn: Connection, chosen: list[RawCandidate], names: q.Names, root_of: dict[int, int]
 ) -> AllocationCandidates:
-    """Summaries of the returned trees, then the answer in compact form: requests stay
-    picks (ids) until rendered or asked for (:class:`RequestRows`)."""
+    """Summaries of the trees the returned candidates allocate from, then the answer in
+    compact form: requests stay picks (ids) until rendered or asked for
+    (:class:`RequestRows`).
+
+    As Placement: a tree is summarised when some returned request allocates from one of
+    its providers. The anchor of a candidate made of sharing providers alone, and the
+    provider of a resourceless group outside those trees, are not summarised; their
+    uuids (the request's ``root_uuid``, its ``mappings``) come from one more small
+    statement, run only in that case."""
     if not chosen:
         return AllocationCandidates()
-    trees = {c.root_id for c in chosen}
-    trees.update(root_of[rp] for c in chosen for rp in c.picks)
+    trees = {
+        root_of[rp]
+        for c in chosen
+        for slot, rp in zip(c.slots, c.picks, strict=True)
+        if slot.rc_amounts
+    }
     summaries = fetch_summaries(conn, trees, names.rc_names)
+    uuid_by_id = summaries.uuid_by_id
+    outside = {c.root_id for c in chosen if c.root_id not in trees}
+    outside.update(rp for c in chosen for rp in c.picks if root_of[rp] not in trees)
+    if outside:
+        uuid_by_id = {**fetch_uuids(conn, outside), **uuid_by_id}
     return AllocationCandidates.from_rows(
-        RequestRows(chosen, summaries.uuid_by_id, names.rc_names), summaries
+        RequestRows(chosen, uuid_by_id, names.rc_names), summaries
     )
 
 

@@ -213,15 +213,22 @@ class _Collector:
                 flags[rp] = tuple(bool(v) for v in extra[:n_flags])
         return by_rc
 
-    def choices(self, providers: set[int], local_only: bool = False) -> dict[int, list[int]]:
-        """Anchor root → providers that may serve it (its own, then sharing ones)."""
+    def choices(
+        self,
+        providers: set[int],
+        local_only: bool = False,
+        blocked: frozenset[int] = frozenset(),
+    ) -> dict[int, list[int]]:
+        """Anchor root → providers that may serve it (its own, then sharing ones; none
+        of the sharing ones for a ``blocked`` anchor)."""
         out: dict[int, set[int]] = defaultdict(set)
         for rp in providers:
             out[self.root_of[rp]].add(rp)
             self.local_roots.add(self.root_of[rp])
         if not local_only:
             for root, sharing in self.shared_with.items():
-                out[root].update(sharing & providers)
+                if root not in blocked:
+                    out[root].update(sharing & providers)
         return {root: sorted(rps) for root, rps in out.items()}
 
 
@@ -289,6 +296,24 @@ def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> S
     return Sharing(shared_with, frozenset(rcs))
 
 
+def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
+    """Anchor roots in one of the unsuffixed group's forbidden aggregates, among those a
+    sharing provider serves. As in Placement, a forbidden aggregate excludes a provider
+    of the unsuffixed group when it or its root is a member, the root of a sharing
+    provider being the anchor it serves: such an anchor gets no sharing provider
+    either (its own providers are already excluded by the group statement). One
+    statement, only with forbidden aggregates and sharing providers in play."""
+    if g.is_granular or not g.forbidden_aggs or not col.shared_with:
+        return frozenset()
+    rows = driver_rows(run.conn, _roots_in_stmt(tuple(sorted(g.forbidden_aggs))), {})
+    return frozenset(int(root) for (root,) in rows) & col.shared_with.keys()
+
+
+@functools.lru_cache(maxsize=64)
+def _roots_in_stmt(agg_uuids: tuple[str, ...]) -> sa.Select:
+    return q.roots_in_aggregates_stmt(agg_uuids)
+
+
 def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     names = run.names
     if not g.resources:
@@ -301,8 +326,10 @@ def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     if g.is_granular:
         ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
         return [Slot(g.suffix, "granular", amounts, col.choices(ok))]
+    blocked = _blocked_anchors(run, g, col)
     return [
-        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())))) for rc, amt in amounts
+        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())), blocked=blocked))
+        for rc, amt in amounts
     ]
 
 
@@ -353,6 +380,14 @@ def fetch_summaries(
     params = {"tree_ids": sorted(root_ids)}
     trait_rows = driver_rows(conn, SUMMARY_TRAITS, params)
     return SummaryRows.from_driver(driver_rows(conn, SUMMARY, params), trait_rows, rc_names)
+
+
+def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
+    """Uuids of providers outside the summarised trees (an anchor that only sharing
+    providers served): ``SELECT id, uuid FROM resource_providers WHERE id IN (:ids)``."""
+    rp = resource_providers
+    stmt = sa.select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(sorted(ids)))
+    return {int(ident): uuid for ident, uuid in conn.execute(stmt)}
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:

@@ -5,7 +5,8 @@ Pure Python over plain data (no connection). One *slot* is filled at a time: a
 granular group picks one provider for all its classes, a resourceless group picks one
 provider, the unsuffixed group picks one provider per class. Every pick is checked at
 once against what is left of the provider's capacity (existing usage plus what earlier
-slots took, and ``max_unit`` on the summed amount), against ``group_policy=isolate``,
+slots took, and ``max_unit`` on the summed amount), against ``group_policy=isolate``
+(every suffixed group, resourceless ones included, on a provider of its own),
 and, as soon as a ``same_subtree`` set is complete, against the subtree rule. So a
 combination over capacity is never built, and a dead branch is cut at its first slot.
 
@@ -167,6 +168,8 @@ class _Walk:
         return True
 
     def isolated(self, i: int, rp: int) -> bool:
+        """``group_policy=isolate``: no earlier suffixed group (with or without
+        resources) picked ``rp``."""
         slots, picks = self.slots, self.picks
         return not any(_isolates(slots[j]) and picks[j] == rp for j in range(i))
 

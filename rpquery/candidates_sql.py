@@ -98,16 +98,18 @@ def provider_filters(
     rp: FromClause,
     *,
     with_required: bool,
-    root_covers: bool = True,
+    root_covers: bool | None = None,
 ) -> list[ColumnElement[bool]]:
     """Clauses every provider used by ``group`` must pass (``rp`` is a provider alias).
 
-    Forbidden traits and aggregates are ``NOT EXISTS``; ``member_of`` is satisfied by
-    the provider or, for the unsuffixed group, its root (Placement bug 1792503: a
-    granular group's ``member_of`` is the provider's own). Required traits are per
-    provider only for granular groups (``with_required``); the unsuffixed group checks
-    them collectively. ``root_covers=False`` (provider lists) matches ``member_of`` on
-    the provider only.
+    Forbidden traits and aggregates are ``NOT EXISTS``. Required traits are per
+    provider only for granular groups and provider lists (``with_required``); the
+    unsuffixed group checks them collectively. Aggregates as Placement applies them
+    (DESIGN §3): with ``root_covers`` (the unsuffixed group of allocation candidates) a
+    provider passes ``member_of`` if it or its root is in every term (the terms are not
+    split between the two) and a forbidden aggregate of its root excludes it too;
+    without (suffixed groups, provider lists) only the provider's own aggregates count.
+    ``None``: as allocation candidates do, ``root_covers`` for the unsuffixed group only.
     """
     out: list[ColumnElement[bool]] = []
     forbidden = names.traits(group.forbidden)
@@ -115,10 +117,13 @@ def provider_filters(
         out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
     if with_required:
         out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
-    root = rp.c.root_provider_id if root_covers and not group.is_granular else None
-    out.extend(clauses.in_aggregates(rp.c.id, aggs, root) for aggs in group.member_of)
+    if root_covers is None:
+        root_covers = not group.is_granular
+    root = rp.c.root_provider_id if root_covers else None
+    if group.member_of:
+        out.append(clauses.in_every_aggregate_set(rp.c.id, group.member_of, root))
     if group.forbidden_aggs:
-        out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, rp.c.root_provider_id))
+        out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, root))
     if group.in_tree is not None:
         out.append(clauses.in_tree(rp.c.root_provider_id, group.in_tree))
     return out
@@ -214,10 +219,37 @@ def resourceless_stmt(group: RequestGroup, names: Names, roots: RootScope = None
     return (
         sa.select(rp.c.id, rp.c.root_provider_id)
         .where(
-            *provider_filters(group, names, rp, with_required=True),
+            *provider_filters(group, names, rp, with_required=True, root_covers=False),
             *_scope(rp, roots, ()),
         )
         .order_by(rp.c.id)
+    )
+
+
+def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
+    """Roots that are members of one of the aggregates (the anchors a forbidden
+    aggregate of the unsuffixed group rules out for sharing providers too).
+
+    ``SELECT rpa.resource_provider_id FROM resource_provider_aggregates rpa
+    JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
+    JOIN resource_providers rp ON rp.id = rpa.resource_provider_id
+    WHERE pa.uuid IN (:aggs) AND rp.parent_provider_id IS NULL``
+    """
+    from rpquery.tables import placement_aggregates
+    from rpquery.tables import resource_provider_aggregates as rpa_t
+
+    rpa = rpa_t.alias("rpa")
+    pa = placement_aggregates.alias("pa")
+    rp = resource_providers.alias("rp")
+    return (
+        sa.select(rpa.c.resource_provider_id)
+        .select_from(
+            rpa.join(pa, pa.c.id == rpa.c.aggregate_id).join(
+                rp, rp.c.id == rpa.c.resource_provider_id
+            )
+        )
+        .where(pa.c.uuid.in_(sorted(agg_uuids)), rp.c.parent_provider_id.is_(None))
+        .distinct()
     )
 
 
@@ -296,7 +328,13 @@ def could_serve(
             np_.c.id == ni.c.resource_provider_id,
             ni.c.resource_class_id == names.rc_ids[rc],
             clauses.capacity_fits(ni, amount, used),
-            *provider_filters(group, names, np_, with_required=group.is_granular),
+            *provider_filters(
+                group,
+                names,
+                np_,
+                with_required=group.is_granular,
+                root_covers=not group.is_granular,
+            ),
         )
     )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.sql import ColumnElement, FromClause
+from sqlalchemy.sql import ColumnElement, FromClause, Select
 
 from rpquery import dialects
 from rpquery.tables import (
@@ -138,10 +138,23 @@ def _agg_member(rp_id: Col, agg_uuids: Collection[str]) -> ColumnElement[bool]:
     )
 
 
+def _members(agg_uuids: Collection[str]) -> Select:
+    """Uncorrelated ``SELECT rpm.resource_provider_id FROM resource_provider_aggregates
+    rpm JOIN placement_aggregates pam ... WHERE pam.uuid IN (:aggs)``."""
+    rpa = resource_provider_aggregates.alias("rpm")
+    pa = placement_aggregates.alias("pam")
+    return (
+        sa.select(rpa.c.resource_provider_id)
+        .join(pa, pa.c.id == rpa.c.aggregate_id)
+        .where(pa.c.uuid.in_(sorted(agg_uuids)))
+    )
+
+
 def in_aggregates(
     rp_id: Col, agg_uuids: Collection[str], root_id: Col | None = None
 ) -> ColumnElement[bool]:
-    """The provider (or, with ``root_id``, its root) is in one of the aggregates.
+    """The provider (or, with ``root_id``, its root) is in one of the aggregates: one
+    ``member_of`` term (:func:`in_every_aggregate_set` for several).
 
     ``EXISTS (SELECT 1 FROM resource_provider_aggregates rpa, placement_aggregates pa
     WHERE rpa.aggregate_id = pa.id AND pa.uuid IN (:aggs)
@@ -156,23 +169,36 @@ def in_aggregates(
     hosts), and two correlated ``EXISTS`` under ``OR`` ran as per-row subplans
     (420 ms). An uncorrelated ``IN`` is computed once and hashed.
     """
+    return in_every_aggregate_set(rp_id, [agg_uuids], root_id)
+
+
+def in_every_aggregate_set(
+    rp_id: Col, member_of: Sequence[Collection[str]], root_id: Col | None = None
+) -> ColumnElement[bool]:
+    """Repeated ``member_of`` (an AND of any-of sets), as Placement applies it.
+
+    Without ``root_id`` (suffixed groups, provider lists): the provider's own
+    aggregates meet every set, one ``EXISTS`` per set. With ``root_id`` (the unsuffixed
+    group of allocation candidates): the providers that are themselves in every set
+    are found first, then a provider passes if it *or its root* is one of them; sets
+    are never split between a provider and its root::
+
+        (:rp IN (<members 1>) AND :rp IN (<members 2>) ...)
+        OR (:root IN (<members 1>) AND :root IN (<members 2>) ...)
+    """
     if root_id is None:
-        return _agg_member(rp_id, agg_uuids)
-    rpa = resource_provider_aggregates.alias("rpm")
-    pa = placement_aggregates.alias("pam")
-    members = (
-        sa.select(rpa.c.resource_provider_id)
-        .join(pa, pa.c.id == rpa.c.aggregate_id)
-        .where(pa.c.uuid.in_(sorted(agg_uuids)))
-    )
-    return sa.or_(rp_id.in_(members), root_id.in_(members))
+        return sa.and_(*(_agg_member(rp_id, aggs) for aggs in member_of))
+    sets = [_members(aggs) for aggs in member_of]
+    return sa.or_(sa.and_(*(rp_id.in_(m) for m in sets)), sa.and_(*(root_id.in_(m) for m in sets)))
 
 
 def not_in_aggregates(
     rp_id: Col, agg_uuids: Collection[str], root_id: Col | None = None
 ) -> ColumnElement[bool]:
     """Forbidden aggregates: ``NOT EXISTS (... = :rp) [AND NOT EXISTS (... = :root)]``,
-    each an anti-join a planner can hash."""
+    each an anti-join a planner can hash. ``root_id`` only for the unsuffixed group of
+    allocation candidates (a root's membership excludes its whole tree there); suffixed
+    groups and provider lists look at the provider's own aggregates."""
     cols = [rp_id] if root_id is None else [rp_id, root_id]
     return sa.and_(*(sa.not_(_agg_member(col, agg_uuids)) for col in cols))
 

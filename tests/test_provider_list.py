@@ -1,5 +1,6 @@
 """``list_providers`` (``GET /resource_providers``) on every backend: uuid, name,
-in_tree, member_of (all forms), required (all forms), resources with capacity."""
+in_tree, member_of (all forms, the provider's own aggregates), required (all forms, no
+conflict check), resources with capacity."""
 
 from __future__ import annotations
 
@@ -71,9 +72,10 @@ def test_member_of_forms(db: Database, cloud: dict[str, Ref]) -> None:
     assert names(db, f"member_of={AGG_A}") == ["cn1"]
     assert names(db, f"member_of=in:{AGG_A},{AGG_B}") == ["cn1", "cn2"]
     assert names(db, f"member_of={AGG_A}&member_of={AGG_B}") == []
-    # forbidden aggregates exclude the provider and every provider whose root is a member
-    assert names(db, f"member_of=!{AGG_A}") == ["cn2", "cn3"]
-    assert names(db, f"member_of=!in:{AGG_A},{AGG_B}") == ["cn3"]
+    # as in Placement, forbidden aggregates look at the provider's own aggregates only:
+    # cn1 is in AGG_A, its NUMA child (no aggregate of its own) is listed
+    assert names(db, f"member_of=!{AGG_A}") == ["cn1_numa0", "cn2", "cn3"]
+    assert names(db, f"member_of=!in:{AGG_A},{AGG_B}") == ["cn1_numa0", "cn3"]
 
 
 def test_resources_capacity_and_units(db: Database, cloud: dict[str, Ref]) -> None:
