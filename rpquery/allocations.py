@@ -46,7 +46,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from rpquery import catalog, consumers
+from rpquery import catalog, consumers, dialects
 from rpquery.db import Database
 from rpquery.dialects import to_int
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InvalidRequest
@@ -267,6 +267,7 @@ def read_state(
     """Run :func:`state_select` and shape the rows (one round trip)."""
     providers: dict[str, ProviderState] = {}
     pairs: dict[tuple[str, int], PairState] = {}
+    dialect = conn.dialect.name
     for row in conn.execute(state_select(provider_uuids, consumer_uuids)):
         prov = providers.get(row.uuid)
         if prov is None:
@@ -279,7 +280,7 @@ def read_state(
             row.min_unit,
             row.max_unit,
             row.step_size,
-            float(row.allocation_ratio),
+            dialects.ratio_as_written(row.allocation_ratio, dialect),
         )
         pairs[(row.uuid, row.resource_class_id)] = PairState(
             prov, row.resource_class_id, inventory, to_int(row.others), to_int(row.writers)

@@ -14,6 +14,7 @@ else in rpquery checks ``dialect.name``.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -28,7 +29,15 @@ from sqlalchemy.sql import ColumnElement
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
-from sqlalchemy.types import Boolean, Integer, NullType, TypeDecorator, TypeEngine, Unicode
+from sqlalchemy.types import (
+    Boolean,
+    Float,
+    Integer,
+    NullType,
+    TypeDecorator,
+    TypeEngine,
+    Unicode,
+)
 
 from rpquery.errors import SchemaError
 
@@ -314,11 +323,87 @@ def to_int(value: Any) -> int:
     return int(value)
 
 
+# ---------------------------------------------------------------- allocation ratio
+#
+# Placement's ``allocation_ratio`` column is a SQLAlchemy ``Float``: double precision on
+# PostgreSQL and SQLite, but a 32-bit ``FLOAT`` on MySQL/MariaDB, where 0.7 is stored as
+# 0.699999988. Capacity computed in SQL from the stored value is then 10 x 0.699999988
+# = 6.99999988 (6 units, not 7), while the driver reads the column back as text, "0.7".
+# rpquery computes capacity from the ratio as written on every backend, in SQL
+# (:class:`ratio_as_written_expr`) and in Python (:func:`ratio_as_written`) alike.
+# "As written" is the shortest decimal that round-trips the stored 32-bit value, exact
+# for any ratio of up to 6 significant digits (0.7, 1.5, 16.0, 0.333333). With more
+# digits the 32-bit column has already lost the written value; MariaDB's text form of a
+# FLOAT then has 6 significant digits (MySQL 8's the shortest round-trip), and SQL and
+# Python still agree because both read that same text.
+
+
+class ratio_as_written_expr(FunctionElement[float]):  # noqa: N801 - reads like SQL
+    """An ``allocation_ratio`` column as it was written: the column itself where it is
+    a double, ``CAST(CAST(col AS CHAR) AS DOUBLE)`` on MySQL/MariaDB, whose text form
+    of a 32-bit ``FLOAT`` is the short decimal a client reads (``0.7``, not
+    ``0.699999988``).
+
+    >>> from sqlalchemy import column
+    >>> from sqlalchemy.dialects import mysql, postgresql
+    >>> str(ratio_as_written_expr(column("r")).compile(dialect=mysql.dialect()))
+    'CAST(CAST(r AS CHAR) AS DOUBLE)'
+    >>> str(ratio_as_written_expr(column("r")).compile(dialect=postgresql.dialect()))
+    'r'
+    """
+
+    inherit_cache = True
+    type = Float()
+    name = "ratio_as_written"
+
+
+@compiles(ratio_as_written_expr)
+def _ratio_default(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(ratio_as_written_expr, "mysql")
+def _ratio_mysql(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
+    return f"CAST(CAST({compiler.process(element.clauses, **kw)} AS CHAR) AS DOUBLE)"
+
+
+def _float32(value: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def ratio_as_written(value: Any, dialect_name: str) -> float:
+    """An ``allocation_ratio`` read from the database, as it was written: on
+    MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
+    value itself elsewhere. Equal to :class:`ratio_as_written_expr` in SQL: PyMySQL
+    reads the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it
+    is, and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
+
+    >>> ratio_as_written(0.699999988079071, "mysql"), ratio_as_written(0.7, "mysql")
+    (0.7, 0.7)
+    >>> ratio_as_written(0.699999988079071, "postgresql")
+    0.699999988079071
+    """
+    ratio = float(value)
+    if dialect_name not in ("mysql", "mariadb"):
+        return ratio
+    try:
+        stored = _float32(ratio)
+    except OverflowError:  # beyond a 32-bit float: cannot have come from one
+        return ratio
+    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+        text = f"{stored:.{digits}g}"
+        if _float32(float(text)) == stored:
+            return float(text)
+    return stored  # pragma: no cover - the loop always returns
+
+
 def capacity_expr(
     total: ColumnElement[int], reserved: ColumnElement[int], ratio: ColumnElement[float]
 ) -> ColumnElement[float]:
-    """``(total - reserved) * allocation_ratio`` — the same expression everywhere."""
-    return cast(ColumnElement[float], (total - reserved) * ratio)
+    """``(total - reserved) * allocation_ratio``, the ratio as written
+    (:class:`ratio_as_written_expr`): the same capacity on every backend, equal to
+    :func:`ratio_as_written` in Python."""
+    return cast(ColumnElement[float], (total - reserved) * ratio_as_written_expr(ratio))
 
 
 # ---------------------------------------------------------------- error classification

@@ -51,7 +51,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from rpquery import allocations as write_path
-from rpquery import catalog
+from rpquery import catalog, dialects
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.inventory import check_inventory, write_inventory_rows
@@ -324,12 +324,12 @@ def _claim_generations(
 
 def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
     pairs: _Pairs = {}
+    dialect = conn.dialect.name
     for row in conn.execute(pair_usage_select(provider_ids)):
         capacity = None
         if row.total is not None:
-            inv = Inventory(
-                total=row.total, reserved=row.reserved, allocation_ratio=row.allocation_ratio
-            )
+            ratio = dialects.ratio_as_written(row.allocation_ratio, dialect)
+            inv = Inventory(total=row.total, reserved=row.reserved, allocation_ratio=ratio)
             capacity = inv.capacity
         pairs[(row.resource_provider_id, row.resource_class_id)] = _PairUsage(
             row.name, int(row.used), capacity

@@ -80,6 +80,43 @@ def test_member_of_on_provider_or_root_is_an_uncorrelated_in(dialect: Dialect) -
     assert f"rp.id IN {members}" in text and f"rp.root_provider_id IN {members}" in text, text
 
 
+AGG2 = "11111111-2222-4333-8444-666666666666"
+
+
+def test_repeated_member_of_is_not_split_between_provider_and_root(dialect: Dialect) -> None:
+    """Unsuffixed group: the provider in every term, or its root in every term."""
+    req = parse_candidates(f"resources=VCPU:1&member_of={AGG}&member_of=in:{AGG},{AGG2}")
+    text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect).replace("INNER JOIN", "JOIN")
+    members = re.compile(
+        r"\(SELECT rpm\.resource_provider_id FROM resource_provider_aggregates AS rpm "
+        r"JOIN placement_aggregates AS pam ON pam\.id = rpm\.aggregate_id "
+        r"WHERE pam\.uuid IN \(.*?\)\)"
+    )
+    assert len(members.findall(text)) == 4, text
+    assert (
+        "(rp.id IN M AND rp.id IN M OR rp.root_provider_id IN M AND rp.root_provider_id IN M)"
+        in members.sub("M", text)
+    ), text
+
+
+@pytest.mark.parametrize(
+    "query", [f"resources_G=VCPU:1&member_of_G={AGG}&member_of_G=!{AGG2}", "provider list"]
+)
+def test_own_aggregates_in_suffixed_groups_and_provider_lists(
+    dialect: Dialect, query: str
+) -> None:
+    """Suffixed groups and provider lists: the provider's own aggregates, no root."""
+    if query == "provider list":
+        req = parse_providers(f"member_of={AGG}&member_of=!{AGG2}")
+        text = sql(providers_stmt(req, NAMES), dialect)
+    else:
+        text = sql(q.group_rows_stmt(parse_candidates(query).groups[0], NAMES), dialect)
+    assert "root_provider_id IN (SELECT" not in text
+    assert "rpa.resource_provider_id = rp.root_provider_id" not in text
+    assert text.count("EXISTS (SELECT 1 FROM resource_provider_aggregates") == 2
+    assert "NOT (EXISTS (SELECT 1 FROM resource_provider_aggregates" in text
+
+
 def test_granular_required_traits_are_exists(dialect: Dialect) -> None:
     req = parse_candidates("resources_G=VCPU:1&required_G=in:HW_CPU_X86_AVX2,CUSTOM_GPU")
     text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect)
@@ -90,7 +127,14 @@ def test_granular_required_traits_are_exists(dialect: Dialect) -> None:
 def test_capacity_expression(dialect: Dialect) -> None:
     req = parse_candidates("resources=VCPU:2")
     text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect)
-    assert "(inv.total - inv.reserved) * inv.allocation_ratio" in text
+    # MySQL/MariaDB store the ratio as a 32-bit FLOAT (0.7 -> 0.699999988): capacity is
+    # computed from its text form, the ratio as written (DESIGN §3)
+    ratio = (
+        "CAST(CAST(inv.allocation_ratio AS CHAR) AS DOUBLE)"
+        if dialect.name == "mysql"
+        else "inv.allocation_ratio"
+    )
+    assert f"(inv.total - inv.reserved) * {ratio}" in text, text
     assert "inv.min_unit <=" in text and "inv.max_unit >=" in text
 
 
