@@ -2,7 +2,8 @@
 
 It works on an in-memory cloud model (the same one the property test inserts with
 ``tests.factories``), enumerates *every* assignment of providers to request slots for
-every root, and checks every rule of DESIGN §3 directly. No pruning, no SQL: slow and
+every root, and checks every rule of DESIGN §3 directly (Placement 16.0's semantics,
+except its bugs listed in docs/placement-differences.md). No pruning, no SQL: slow and
 obviously right, so rpquery's pruned SQL search can be compared with it.
 """
 
@@ -73,14 +74,31 @@ class Cloud:
         return sorted(set(self.tree(root)) | set(sharing))
 
 
-def _filters_ok(cloud: Cloud, g: RequestGroup, name: str, with_required: bool) -> bool:
+def _aggregates_ok(cloud: Cloud, g: RequestGroup, name: str, anchor: str) -> bool:
+    """``member_of`` and forbidden aggregates as Placement applies them (DESIGN §3).
+
+    Suffixed groups: the provider's own aggregates. The unsuffixed group: the provider
+    or its root must itself be in every ``member_of`` term (terms are not split between
+    the two); a forbidden aggregate excludes the provider when it, its root or the
+    anchor root it serves (a sharing provider's "root" in Placement) is a member."""
     x = cloud.p[name]
-    aggs = x.aggs | cloud.p[cloud.root(name)].aggs
-    if x.traits & g.forbidden or aggs & g.forbidden_aggs:
+    if g.suffix:
+        return all(x.aggs & s for s in g.member_of) and not x.aggs & g.forbidden_aggs
+    root = cloud.p[cloud.root(name)]
+
+    def in_every_term(p: Prov) -> bool:
+        return all(p.aggs & s for s in g.member_of)
+
+    if g.member_of and not (in_every_term(x) or in_every_term(root)):
         return False
-    # A granular group's member_of is the provider's own (Placement bug 1792503).
-    member = x.aggs if g.suffix else aggs
-    if any(not (member & s) for s in g.member_of):
+    return not (x.aggs | root.aggs | cloud.p[anchor].aggs) & g.forbidden_aggs
+
+
+def _filters_ok(
+    cloud: Cloud, g: RequestGroup, name: str, anchor: str, with_required: bool
+) -> bool:
+    x = cloud.p[name]
+    if x.traits & g.forbidden or not _aggregates_ok(cloud, g, name, anchor):
         return False
     if g.in_tree is not None:
         tree_root = next((n for n, p in cloud.p.items() if p.uuid == g.in_tree), None)
@@ -106,7 +124,7 @@ def _slots(req: CandidatesRequest) -> list[tuple[RequestGroup, str | None]]:
 
 
 def _check(
-    cloud: Cloud, req: CandidatesRequest, slots: list, picks: tuple[str, ...]
+    cloud: Cloud, req: CandidatesRequest, slots: list, picks: tuple[str, ...], anchor: str
 ) -> Key | None:
     allocs: dict[str, dict[str, int]] = {}
     maps: dict[str, set[str]] = {}
@@ -117,7 +135,7 @@ def _check(
                 return None
             allocs.setdefault(name, {}).setdefault(cls, 0)
             allocs[name][cls] += amount
-        if not _filters_ok(cloud, g, name, with_required=bool(g.suffix)):
+        if not _filters_ok(cloud, g, name, anchor, with_required=bool(g.suffix)):
             return None
         maps.setdefault(g.suffix, set()).add(name)
     for name, res in allocs.items():
@@ -145,9 +163,9 @@ def _rules_ok(
         have = set().union(*(cloud.p[n].traits for n in maps.get("", set())))
         if any(not (have & s) for s in unsuffixed[0].required):
             return False
-    if req.group_policy == "isolate":
-        granular = [n for (g, _), n in zip(slots, picks, strict=True) if g.suffix]
-        if len(granular) != len(set(granular)):
+    if req.group_policy == "isolate":  # every suffixed group, resourceless ones too
+        suffixed = [n for (g, _), n in zip(slots, picks, strict=True) if g.suffix]
+        if len(suffixed) != len(set(suffixed)):
             return False
     for subtree in req.same_subtree:
         chosen = {next(iter(maps[s])) for s in subtree}
@@ -171,10 +189,18 @@ def reference_candidates(
         local = cloud.tree(root)
         choices = [local if (g.suffix and not g.resources) else avail for g, _ in slots]
         for picks in itertools.product(*choices):
-            key = _check(cloud, req, slots, picks)
+            key = _check(cloud, req, slots, picks, root)
             if key is not None:
                 out.add(key)
     return out
+
+
+def summarised(cloud: Cloud, keys: set[Key]) -> set[str]:
+    """The providers Placement summarises for these candidates: every provider of each
+    tree that some candidate allocates from (an anchor only sharing providers served,
+    or a resourceless group's provider elsewhere, is not summarised)."""
+    roots = {cloud.root(name) for allocs, _ in keys for name, _ in allocs}
+    return {n for n in cloud.p if cloud.root(n) in roots}
 
 
 def iter_keys(

@@ -1,7 +1,9 @@
 """Property test: on small random clouds (≤ 12 providers, nested trees, sharing
-providers) and random requests (some with identical granular groups), rpquery's
-candidate set equals the brute-force reference of ``tests/reference.py``; with
-``limit`` it is a subset of that size.
+providers, providers in several aggregates) and random requests (any-of and forbidden
+traits, repeated ``member_of``, resourceless groups under ``isolate``, some with
+identical granular groups), rpquery's candidate set equals the brute-force reference of
+``tests/reference.py`` and its summaries cover exactly the trees the candidates
+allocate from; with ``limit`` it is a subset of that size.
 
 SQLite runs 60 examples by default; with ``CI=true`` every backend runs (30
 examples each, to keep the suite's budget).
@@ -22,7 +24,15 @@ from rpquery.errors import InvalidRequest
 from rpquery.request import CandidatesRequest, RequestGroup
 from tests.conftest import IN_CI, empty_database
 from tests.factories import allocate, provider, trait_id
-from tests.reference import SHARING, Cloud, Inv, Prov, iter_keys, reference_candidates
+from tests.reference import (
+    SHARING,
+    Cloud,
+    Inv,
+    Prov,
+    iter_keys,
+    reference_candidates,
+    summarised,
+)
 
 RCS = ("VCPU", "MEMORY_MB", "DISK_GB")
 TRAITS = ("CUSTOM_A", "CUSTOM_B", "CUSTOM_C")
@@ -45,7 +55,8 @@ def inventories(draw: st.DrawFn) -> dict[str, Inv]:
             reserved=draw(st.sampled_from((0, 0, 1))),
             max_unit=draw(st.integers(1, 6)),
             step_size=draw(st.sampled_from((1, 1, 2))),
-            allocation_ratio=draw(st.sampled_from((1.0, 1.5))),
+            # 1.4 is 1.39999998 as MariaDB's 32-bit FLOAT: (5 or 6 - 1) x 1.4 must give 7
+            allocation_ratio=draw(st.sampled_from((1.0, 1.5, 1.4))),
         )
     return out
 
@@ -72,7 +83,7 @@ def clouds(draw: st.DrawFn) -> Cloud:
                 used={rc: draw(st.sampled_from((0, 0, 1, 2))) for rc in inv},
                 traits=set(draw(st.sets(st.sampled_from(TRAITS), max_size=2)))
                 | ({SHARING} if sharing else set()),
-                aggs=set(draw(st.sets(st.sampled_from(AGGS), max_size=1 if not sharing else 2))),
+                aggs=set(draw(st.sets(st.sampled_from(AGGS), max_size=2))),
             )
         )
     return Cloud(provs)
@@ -100,12 +111,21 @@ def groups(draw: st.DrawFn, suffix: str, resourceless: bool = False) -> RequestG
             )
         )
     )
+    # repeated member_of (an AND of any-of sets) one time in three
+    member_of = draw(
+        st.one_of(
+            st.just(()),
+            st.just(()),
+            st.lists(st.frozensets(st.sampled_from(AGGS), min_size=1), min_size=1, max_size=2),
+        )
+    )
     return RequestGroup(
         suffix=suffix,
         resources=resources,
         required=required,
-        forbidden=frozenset(draw(sometimes(TRAITS))) - set().union(*required),
-        member_of=tuple(frozenset({a}) for a in draw(sometimes(AGGS))),
+        # may overlap a required any-of set: valid unless it forbids all of one set
+        forbidden=frozenset(draw(sometimes(TRAITS))),
+        member_of=tuple(member_of),
         forbidden_aggs=frozenset(draw(sometimes(AGGS))),
         in_tree=draw(st.sampled_from([None] * 12 + [provider_uuid(i) for i in range(3)])),
     )
@@ -171,8 +191,8 @@ def insert(db: Database, cloud: Cloud) -> None:
                     allocate(conn, f"c-{p.name}-{rc}", ref, rc, used)
 
 
-def keys_of(result: AllocationCandidates) -> set:
-    name = {u: s.name for u, s in result.provider_summaries.items()}
+def keys_of(result: AllocationCandidates, cloud: Cloud) -> set:
+    name = {p.uuid: p.name for p in cloud.p.values()}
     return iter_keys(
         (
             {name[u]: dict(r) for u, r in ar.allocations.items()},
@@ -204,8 +224,10 @@ def test_candidates_equal_brute_force(backend: str, request: pytest.FixtureReque
         expected = reference_candidates(cloud, req)
         seen["examples"] += 1
         seen["non_empty"] += bool(expected)
-        got = keys_of(allocation_candidates(db, req))
-        assert got == expected
+        answer = allocation_candidates(db, req)
+        assert keys_of(answer, cloud) == expected
+        # summaries: the trees the candidates allocate from, no more (Placement's rule)
+        assert {s.name for s in answer.provider_summaries.values()} == summarised(cloud, expected)
         limited = CandidatesRequest(
             req.groups,
             req.group_policy,
@@ -214,8 +236,12 @@ def test_candidates_equal_brute_force(backend: str, request: pytest.FixtureReque
             req.same_subtree,
             limit,
         )
-        some = keys_of(allocation_candidates(db, limited))
+        limited_answer = allocation_candidates(db, limited)
+        some = keys_of(limited_answer, cloud)
         assert some <= expected and len(some) == min(limit, len(expected))
+        assert {s.name for s in limited_answer.provider_summaries.values()} == summarised(
+            cloud, some
+        )
 
     check()
     # the generator must produce clouds where candidates exist, or the test proves little

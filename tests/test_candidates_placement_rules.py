@@ -1,0 +1,344 @@
+"""The seven rules where rpquery used to answer differently from Placement 16.0 (issue
+14), one regression test each, on every backend. Each expected answer is Placement's
+own, asked of it on the same cloud (``.venv-placement``).
+
+1. required vs forbidden traits with any-of sets (and no conflict check in lists);
+2. ``member_of`` in provider lists: the provider's own aggregates, forbidden ones too;
+3. ``member_of`` / ``!member_of`` on suffixed groups: the provider's own aggregates;
+4. ``group_policy=isolate`` counts resourceless groups;
+5. provider summaries: the trees the returned requests allocate from;
+6. repeated ``member_of`` in the unsuffixed group: terms not split provider / root;
+7. MariaDB's 32-bit ``allocation_ratio``: capacity from the ratio as written.
+
+Plus the rule that goes with 2, 3 and 6: a forbidden aggregate of the unsuffixed group
+rules out an anchor for its sharing providers too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from rpquery.allocations import replace_allocations
+from rpquery.candidates import AllocationCandidates, allocation_candidates
+from rpquery.db import Database
+from rpquery.errors import CapacityExceeded, InvalidRequest
+from rpquery.models import ConsumerAllocations, Inventory
+from rpquery.provider_list import list_providers
+from rpquery.reshaper import ProviderInventories, reshape
+from tests.factories import Ref, new_uuid, provider, trait_id
+
+AGG_A = "aaaaaaaa-7777-4000-8000-000000000001"
+AGG_B = "bbbbbbbb-7777-4000-8000-000000000002"
+AGG_C = "cccccccc-7777-4000-8000-000000000003"
+AGG_S = "5a5a5a5a-7777-4000-8000-000000000004"
+SHARES = ["MISC_SHARES_VIA_AGGREGATE"]
+
+Request = tuple[tuple[tuple[str, str, int], ...], tuple[tuple[str, tuple[str, ...]], ...]]
+
+
+def by_name(db: Database, result: AllocationCandidates) -> set[Request]:
+    """Each request as ((provider, class, amount) ..., (suffix, providers) ...)."""
+    with db.connect() as conn:
+        name = dict(conn.exec_driver_sql("SELECT uuid, name FROM resource_providers").all())
+    return {
+        (
+            tuple(
+                sorted(
+                    (name[u], rc, n) for u, res in ar.allocations.items() for rc, n in res.items()
+                )
+            ),
+            tuple(
+                sorted((s, tuple(sorted(name[u] for u in us))) for s, us in ar.mappings.items())
+            ),
+        )
+        for ar in result.allocation_requests
+    }
+
+
+def summarised(result: AllocationCandidates) -> set[str]:
+    return {s.name or "" for s in result.provider_summaries.values()}
+
+
+def listed(db: Database, query: str) -> list[str]:
+    return [p.name or "" for p in list_providers(db, query)]
+
+
+@dataclass(frozen=True)
+class Cloud:
+    db: Database
+    refs: dict[str, Ref]
+
+
+@pytest.fixture
+def trees(db: Database) -> Cloud:
+    """R (root, MEMORY_MB, in A, SSD) → C (VCPU, GPU, NUMA) → PF (VFs, BAR);
+    R2 (root, VCPU + MEMORY_MB, in B, AVX2) → C2 (VCPU, in A);
+    R3 (root, VCPU, in C and B) → C3 (VCPU, no aggregate)."""
+    with db.begin() as conn:
+        for t in ("CUSTOM_GPU", "CUSTOM_BAR"):
+            trait_id(conn, t)
+        refs = {}
+        refs["R"] = provider(
+            conn,
+            "R",
+            inventory={"MEMORY_MB": 1024},
+            aggregates=[AGG_A],
+            traits=["STORAGE_DISK_SSD"],
+        )
+        refs["C"] = provider(
+            conn,
+            "C",
+            parent=refs["R"],
+            inventory={"VCPU": 4},
+            traits=["CUSTOM_GPU", "HW_NUMA_ROOT"],
+        )
+        refs["PF"] = provider(
+            conn, "PF", parent=refs["C"], inventory={"SRIOV_NET_VF": 4}, traits=["CUSTOM_BAR"]
+        )
+        refs["R2"] = provider(
+            conn,
+            "R2",
+            inventory={"VCPU": 4, "MEMORY_MB": 1024},
+            aggregates=[AGG_B],
+            traits=["HW_CPU_X86_AVX2"],
+        )
+        refs["C2"] = provider(
+            conn, "C2", parent=refs["R2"], inventory={"VCPU": 4}, aggregates=[AGG_A]
+        )
+        refs["R3"] = provider(conn, "R3", inventory={"VCPU": 10}, aggregates=[AGG_C, AGG_B])
+        refs["C3"] = provider(conn, "C3", parent=refs["R3"], inventory={"VCPU": 2})
+    return Cloud(db, refs)
+
+
+def vcpu_on(*names: str) -> set[Request]:
+    return {(((n, "VCPU", 1),), (("", (n,)),)) for n in names}
+
+
+# ------------------------------------------------------------------ rule 1
+
+
+def test_rule1_any_of_set_partly_forbidden_is_valid(trees: Cloud) -> None:
+    db = trees.db
+    # has CUSTOM_GPU or SSD, has not SSD: CUSTOM_GPU (C); R has SSD but serves nothing
+    got = allocation_candidates(
+        db, "resources=VCPU:1&required=in:CUSTOM_GPU,STORAGE_DISK_SSD&required=!STORAGE_DISK_SSD"
+    )
+    assert by_name(db, got) == vcpu_on("C")
+    got = allocation_candidates(
+        db,
+        "resources=VCPU:1&required=!CUSTOM_BAR,HW_CPU_X86_AVX2"
+        "&required=in:CUSTOM_BAR,HW_CPU_X86_AVX2,HW_NUMA_ROOT",
+    )
+    assert by_name(db, got) == vcpu_on("R2")
+
+
+@pytest.mark.parametrize(
+    ("query", "token"),
+    [
+        ("required=CUSTOM_GPU,!CUSTOM_GPU", "CUSTOM_GPU"),  # a set of one, forbidden
+        ("required=in:CUSTOM_GPU,CUSTOM_BAR&required=!CUSTOM_BAR,!CUSTOM_GPU", "CUSTOM_BAR"),
+        ("required_X=CUSTOM_GPU&required_X=!CUSTOM_GPU&resources_X=VCPU:1", "CUSTOM_GPU"),
+    ],
+)
+def test_rule1_every_trait_of_a_set_forbidden_is_a_conflict(
+    trees: Cloud, query: str, token: str
+) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        allocation_candidates(trees.db, f"resources=MEMORY_MB:1&{query}")
+    assert (err.value.code, err.value.token) == ("rpquery.trait.conflict", token)
+
+
+def test_rule1_provider_lists_make_no_conflict_check(trees: Cloud) -> None:
+    assert listed(trees.db, "required=CUSTOM_GPU,!CUSTOM_GPU") == []
+    assert listed(
+        trees.db, "required=in:CUSTOM_GPU,STORAGE_DISK_SSD&required=!STORAGE_DISK_SSD"
+    ) == ["C"]
+
+
+# ------------------------------------------------------------------ rule 2
+
+
+def test_rule2_provider_list_member_of_is_own_aggregates(trees: Cloud) -> None:
+    db = trees.db
+    assert listed(db, f"member_of={AGG_A}") == ["R", "C2"]
+    # R is in A, its children are not: they are listed
+    assert listed(db, f"member_of=!{AGG_A}") == ["C", "PF", "R2", "R3", "C3"]
+    assert listed(db, f"resources=VCPU:1&member_of=!in:{AGG_A},{AGG_B}") == ["C", "C3"]
+
+
+# ------------------------------------------------------------------ rule 3
+
+
+def test_rule3_suffixed_member_of_is_own_aggregates(trees: Cloud) -> None:
+    db = trees.db
+    # root R in A does not cover its child C for a suffixed group: only C2 (in A itself)
+    got = allocation_candidates(db, f"resources_NET=VCPU:1&member_of_NET={AGG_A}")
+    assert by_name(db, got) == {((("C2", "VCPU", 1),), (("_NET", ("C2",)),))}
+    got = allocation_candidates(db, f"resources_NET=VCPU:1&member_of_NET=!{AGG_A}")
+    assert {r[0][0][0] for r in by_name(db, got)} == {"C", "R2", "R3", "C3"}
+    # the unsuffixed group keeps the root rule
+    got = allocation_candidates(db, f"resources=VCPU:1&member_of={AGG_A}")
+    assert by_name(db, got) == vcpu_on("C", "C2")
+    got = allocation_candidates(db, f"resources=VCPU:1&member_of=!{AGG_A}")
+    assert by_name(db, got) == vcpu_on("R2", "R3", "C3")
+
+
+# ------------------------------------------------------------------ rule 4
+
+
+def test_rule4_isolate_counts_resourceless_groups(trees: Cloud) -> None:
+    db = trees.db
+    query = "resourcesB=SRIOV_NET_VF:1&required1=CUSTOM_BAR&same_subtree=1,B&group_policy="
+    # only PF has VFs and CUSTOM_BAR: isolate forbids groups 1 and B on it together
+    assert allocation_candidates(db, query + "isolate").allocation_requests == ()
+    got = allocation_candidates(db, query + "none")
+    assert by_name(db, got) == {((("PF", "SRIOV_NET_VF", 1),), (("1", ("PF",)), ("B", ("PF",))))}
+    # resourceless group on another provider of the subtree: fine under isolate
+    got = allocation_candidates(
+        db,
+        "resourcesB=SRIOV_NET_VF:1&required1=HW_NUMA_ROOT&same_subtree=1,B&group_policy=isolate",
+    )
+    assert by_name(db, got) == {((("PF", "SRIOV_NET_VF", 1),), (("1", ("C",)), ("B", ("PF",))))}
+
+
+# ------------------------------------------------------------------ rule 5
+
+
+@pytest.fixture
+def sharing(db: Database) -> Cloud:
+    """cn1 (VCPU) and two sharing providers in S: ss1 (DISK_GB), ss2 (IPV4_ADDRESS);
+    cn2 outside S."""
+    with db.begin() as conn:
+        refs = {
+            "cn1": provider(conn, "cn1", inventory={"VCPU": 8}, aggregates=[AGG_S]),
+            "ss1": provider(
+                conn, "ss1", inventory={"DISK_GB": 100}, traits=SHARES, aggregates=[AGG_S]
+            ),
+            "ss2": provider(
+                conn, "ss2", inventory={"IPV4_ADDRESS": 10}, traits=SHARES, aggregates=[AGG_S]
+            ),
+            "cn2": provider(conn, "cn2", inventory={"VCPU": 8}),
+        }
+    return Cloud(db, refs)
+
+
+@pytest.mark.parametrize(
+    ("query", "trees_summarised"),
+    [
+        ("resources=DISK_GB:10", {"ss1"}),
+        ("resources=DISK_GB:10&limit=1", {"ss1"}),
+        ("resources=DISK_GB:10,IPV4_ADDRESS:1", {"ss1", "ss2"}),
+        ("resources=IPV4_ADDRESS:1&resources_D=DISK_GB:1&group_policy=none", {"ss1", "ss2"}),
+        ("resources=VCPU:1,DISK_GB:10", {"cn1", "ss1"}),
+    ],
+)
+def test_rule5_summaries_are_the_trees_allocated_from(
+    sharing: Cloud, query: str, trees_summarised: set[str]
+) -> None:
+    got = allocation_candidates(sharing.db, query)
+    assert got.allocation_requests
+    assert summarised(got) == trees_summarised
+    # every request still names its anchor, summarised or not, and renders
+    anchors = {ar.root_uuid for ar in got.allocation_requests}
+    assert anchors <= {ref.uuid for ref in sharing.refs.values()}
+    assert len(got.to_placement()["allocation_requests"]) == len(got.allocation_requests)
+
+
+# ------------------------------------------------------------------ rule 6
+
+
+def test_rule6_repeated_member_of_is_not_split_between_provider_and_root(trees: Cloud) -> None:
+    db = trees.db
+    # C2 is in A, its root R2 in B: A and (B or C) is not met by either alone
+    got = allocation_candidates(
+        db, f"resources=VCPU:1&member_of={AGG_A}&member_of=in:{AGG_B},{AGG_C}"
+    )
+    assert got.allocation_requests == ()
+    # R3 itself is in C and B: it and its child C3 (through its root) match
+    got = allocation_candidates(
+        db, f"resources=VCPU:1&member_of={AGG_B}&member_of=in:{AGG_A},{AGG_C}"
+    )
+    assert by_name(db, got) == vcpu_on("R3", "C3")
+
+
+# ------------------------------------------------------------------ sharing and !member_of
+
+
+def test_forbidden_aggregate_of_the_anchor_excludes_its_sharing_providers(db: Database) -> None:
+    """In Placement's unsuffixed group a forbidden aggregate excludes a provider when
+    it or its root is a member, and a sharing provider's root there is the anchor it
+    serves: an anchor in a forbidden aggregate gets no candidate at all."""
+    with db.begin() as conn:
+        provider(
+            conn,
+            "cn1",
+            inventory={"VCPU": 8},
+            aggregates=[AGG_S, AGG_B],
+            traits=["HW_CPU_X86_AVX2"],
+        )
+        provider(conn, "ss1", inventory={"DISK_GB": 100}, traits=SHARES, aggregates=[AGG_S])
+        provider(conn, "cn2", inventory={"VCPU": 8}, aggregates=[AGG_S])
+    only_cn1 = f"resources=DISK_GB:1&member_of=!{AGG_B}&root_required=HW_CPU_X86_AVX2"
+    assert allocation_candidates(db, only_cn1).allocation_requests == ()
+    got = allocation_candidates(db, f"resources=DISK_GB:1&member_of=!{AGG_B}&resources_1=VCPU:1")
+    assert by_name(db, got) == {
+        ((("cn2", "VCPU", 1), ("ss1", "DISK_GB", 1)), (("", ("ss1",)), ("_1", ("cn2",))))
+    }
+
+
+# ------------------------------------------------------------------ rule 7
+
+
+@pytest.fixture
+def ratio_07(db: Database) -> Cloud:
+    """cn: 10 VCPU at allocation_ratio 0.7 (0.699999988 in MariaDB's 32-bit FLOAT)."""
+    with db.begin() as conn:
+        cn = provider(conn, "cn", inventory={"VCPU": {"total": 10, "allocation_ratio": 0.7}})
+    return Cloud(db, {"cn": cn})
+
+
+def test_rule7_capacity_from_the_ratio_as_written_on_the_read_path(ratio_07: Cloud) -> None:
+    db = ratio_07.db
+    got = allocation_candidates(db, "resources=VCPU:7")
+    assert by_name(db, got) == {((("cn", "VCPU", 7),), (("", ("cn",)),))}
+    (summary,) = got.provider_summaries.values()
+    assert summary.resources["VCPU"].capacity == 7
+    assert allocation_candidates(db, "resources=VCPU:8").allocation_requests == ()
+    assert listed(db, "resources=VCPU:7") == ["cn"]
+    assert listed(db, "resources=VCPU:8") == []
+    got = allocation_candidates(db, "resources_G=VCPU:4&resources_H=VCPU:3&group_policy=none")
+    assert by_name(db, got) == {((("cn", "VCPU", 7),), (("_G", ("cn",)), ("_H", ("cn",))))}
+
+
+def _claim(cn: Ref, amount: int) -> ConsumerAllocations:
+    return ConsumerAllocations(
+        consumer_uuid=new_uuid(),
+        project_id="p",
+        user_id="u",
+        consumer_type="INSTANCE",
+        consumer_generation=None,
+        allocations={cn.uuid: {"VCPU": amount}},
+    )
+
+
+def test_rule7_the_write_path_checks_the_same_capacity(ratio_07: Cloud) -> None:
+    db, cn = ratio_07.db, ratio_07.refs["cn"]
+    with pytest.raises(CapacityExceeded) as err:
+        replace_allocations(db, _claim(cn, 8))
+    assert err.value.code == "rpquery.allocation.capacity_exceeded"
+    replace_allocations(db, _claim(cn, 7))  # the last unit fits: 10 x 0.7 = 7
+    got = allocation_candidates(db, "resources=VCPU:1")
+    assert got.allocation_requests == ()
+    (full,) = list_providers(db, "")
+    assert listed(db, "resources=VCPU:1") == [] and full.name == "cn"
+
+
+def test_rule7_the_reshaper_checks_the_same_capacity(ratio_07: Cloud) -> None:
+    db, cn = ratio_07.db, ratio_07.refs["cn"]
+    new_inventory = {"VCPU": Inventory(total=10, allocation_ratio=0.7)}
+    with pytest.raises(CapacityExceeded):
+        reshape(db, {cn.uuid: ProviderInventories(0, new_inventory)}, [_claim(cn, 8)])
+    reshape(db, {cn.uuid: ProviderInventories(0, new_inventory)}, [_claim(cn, 7)])
+    assert allocation_candidates(db, "resources=VCPU:1").allocation_requests == ()
