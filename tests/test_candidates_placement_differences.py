@@ -15,6 +15,7 @@ import pytest
 
 from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
+from rpquery.errors import InvalidRequest
 from tests.factories import Ref, allocate, provider, trait_id
 from tests.test_candidates_placement_rules import by_name
 
@@ -128,3 +129,22 @@ def test_forbidden_trait_on_nested_trees(db: Database) -> None:
         (("cn", "VCPU", 1),),
         (("cn_numa0", "VCPU", 1),),
     }
+
+
+@pytest.mark.parametrize(
+    ("group", "code"),
+    [
+        ("resources_X=VCPU:1&required_X=CUSTOM_NOPE", "rpquery.trait.not_found"),
+        ("resources_X=CUSTOM_NOPE:1", "rpquery.resource_class.not_found"),
+    ],
+)
+def test_unknown_name_in_a_later_group_is_refused(
+    db: Database, cloud: dict[str, Ref], group: str, code: str
+) -> None:
+    """Placement resolves names group by group and stops at the first group without
+    candidates: here (no provider has 100 VCPU) it answers 200 with nothing, though the
+    same unknown name in a request it reads to the end is a 400. rpquery checks every
+    name first and always refuses it."""
+    with pytest.raises(InvalidRequest) as err:
+        allocation_candidates(db, f"resources=VCPU:100&{group}&group_policy=none")
+    assert (err.value.code, err.value.token) == (code, "CUSTOM_NOPE")
