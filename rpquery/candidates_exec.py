@@ -216,7 +216,6 @@ class _Collector:
     def choices(
         self,
         providers: set[int],
-        local_only: bool = False,
         blocked: frozenset[int] = frozenset(),
     ) -> dict[int, list[int]]:
         """Anchor root → providers that may serve it (its own, then sharing ones; none
@@ -225,10 +224,9 @@ class _Collector:
         for rp in providers:
             out[self.root_of[rp]].add(rp)
             self.local_roots.add(self.root_of[rp])
-        if not local_only:
-            for root, sharing in self.shared_with.items():
-                if root not in blocked:
-                    out[root].update(sharing & providers)
+        for root, sharing in self.shared_with.items():
+            if root not in blocked:
+                out[root].update(sharing & providers)
         return {root: sorted(rps) for root, rps in out.items()}
 
 
@@ -248,9 +246,9 @@ def _stmt(kind: str, group: RequestGroup | None, key: NamesKey, token: ScopeToke
     if kind == "shape":
         return q.tree_shape_stmt(scope)
     assert group is not None
-    if kind == "resourceless":
-        return q.resourceless_stmt(group, names, scope)
     sharing = SHARING_IDS if scope is not None else ()
+    if kind == "resourceless":
+        return q.resourceless_stmt(group, names, scope, sharing)
     return q.group_rows_stmt(group, names, scope, sharing)
 
 
@@ -279,8 +277,13 @@ class Sharing:
 
 
 @functools.lru_cache(maxsize=256)
-def _sharing_stmt(key: NamesKey, rc_ids: tuple[int, ...]) -> sa.Select:
-    return q.sharing_stmt(q.Names(dict(key[0]), dict(key[1])), rc_ids)
+def _sharing_stmt(key: NamesKey, rc_ids: tuple[int, ...], any_class: bool) -> sa.Select:
+    return q.sharing_stmt(q.Names(dict(key[0]), dict(key[1])), rc_ids, any_class=any_class)
+
+
+def _any_class(req: CandidatesRequest) -> bool:
+    """A resourceless group may stand on a sharing provider whatever classes it holds."""
+    return any(not g.resources for g in req.groups)
 
 
 def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:
@@ -290,9 +293,11 @@ def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> S
     if names.sharing_trait is None:
         return Sharing(shared_with, frozenset())
     rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
-    for sharing_id, root, rc in conn.execute(_sharing_stmt(names_key(names), rc_ids)).all():
+    stmt = _sharing_stmt(names_key(names), rc_ids, _any_class(req))
+    for sharing_id, root, rc in conn.execute(stmt).all():
         shared_with[int(root)].add(int(sharing_id))
-        rcs.add(int(rc))
+        if rc is not None:
+            rcs.add(int(rc))
     return Sharing(shared_with, frozenset(rcs))
 
 
@@ -319,7 +324,8 @@ def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     if not g.resources:
         rows = [(int(rp), int(root)) for rp, root in run.execute("resourceless", g)]
         col.root_of.update(rows)
-        return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}, True))]
+        # the anchor tree's own providers and the sharing providers sharing with it
+        return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}))]
     n_flags = 0 if g.is_granular else len(g.required)
     by_rc = col.offers(run.execute("group", g), n_flags)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
@@ -404,7 +410,7 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     key = names_key(names)
     rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
     if names.sharing_trait is not None:
-        out.append(_sharing_stmt(key, rc_ids))
+        out.append(_sharing_stmt(key, rc_ids, _any_class(req)))
     for g in req.groups:
         kind = "group" if g.resources else "resourceless"
         out.append(_stmt(kind, g, key, roots).params(sharing_ids=[]))

@@ -212,15 +212,19 @@ def group_rows_stmt(
     )
 
 
-def resourceless_stmt(group: RequestGroup, names: Names, roots: RootScope = None) -> Select:
+def resourceless_stmt(
+    group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Ids = ()
+) -> Select:
     """Providers that can stand for a resourceless granular group (traits and aggregates
-    only): ``SELECT rp.id, rp.root_provider_id FROM resource_providers rp WHERE <filters>``"""
+    only), of the anchor trees or sharing with them (as any suffixed group):
+    ``SELECT rp.id, rp.root_provider_id FROM resource_providers rp WHERE <filters>
+    AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``"""
     rp = resource_providers.alias("rp")
     return (
         sa.select(rp.c.id, rp.c.root_provider_id)
         .where(
             *provider_filters(group, names, rp, with_required=True, root_covers=False),
-            *_scope(rp, roots, ()),
+            *_scope(rp, roots, sharing_ids),
         )
         .order_by(rp.c.id)
     )
@@ -253,7 +257,7 @@ def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
     )
 
 
-def sharing_stmt(names: Names, rc_ids: Sequence[int]) -> Select:
+def sharing_stmt(names: Names, rc_ids: Sequence[int], *, any_class: bool = False) -> Select:
     """(sharing provider, root of a tree it shares with, requested class it has) rows.
 
     ``SELECT DISTINCT st.resource_provider_id, tp.root_provider_id, sinv.resource_class_id
@@ -263,6 +267,11 @@ def sharing_stmt(names: Names, rc_ids: Sequence[int]) -> Select:
     JOIN resource_provider_aggregates tagg ON tagg.aggregate_id = sagg.aggregate_id
     JOIN resource_providers tp ON tp.id = tagg.resource_provider_id
     WHERE st.trait_id = :MISC_SHARES_VIA_AGGREGATE AND sinv.resource_class_id IN (:rcs)``
+
+    With ``any_class`` (a request with resourceless groups, which a sharing provider may
+    stand for whatever it holds) the inventory join is ``LEFT OUTER`` with the class
+    test in its ``ON``: every sharing provider comes back, the class ``NULL`` when it has
+    none of the requested ones.
 
     Run first and unscoped: it touches only sharing providers (few in any cloud), and
     tells :func:`could_serve` which classes trees need not hold themselves.
@@ -274,6 +283,11 @@ def sharing_stmt(names: Names, rc_ids: Sequence[int]) -> Select:
     sagg = rpa_t.alias("sagg")
     tagg = rpa_t.alias("tagg")
     tp = resource_providers.alias("tp")
+    has_class = sinv.c.resource_class_id.in_(_ids(rc_ids))
+    on_inv = sinv.c.resource_provider_id == st.c.resource_provider_id
+    with_inv = (
+        st.outerjoin(sinv, sa.and_(on_inv, has_class)) if any_class else st.join(sinv, on_inv)
+    )
     return (
         sa.select(
             st.c.resource_provider_id.label("sharing_id"),
@@ -282,14 +296,13 @@ def sharing_stmt(names: Names, rc_ids: Sequence[int]) -> Select:
         )
         .distinct()
         .select_from(
-            st.join(sinv, sinv.c.resource_provider_id == st.c.resource_provider_id)
-            .join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
+            with_inv.join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
             .join(tagg, tagg.c.aggregate_id == sagg.c.aggregate_id)
             .join(tp, tp.c.id == tagg.c.resource_provider_id)
         )
         .where(
             st.c.trait_id == (names.sharing_trait if names.sharing_trait is not None else -1),
-            sinv.c.resource_class_id.in_(_ids(rc_ids)),
+            *(() if any_class else (has_class,)),
         )
     )
 

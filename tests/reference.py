@@ -185,10 +185,10 @@ def reference_candidates(
         rt = cloud.p[root].traits
         if not req.root_required <= rt or rt & req.root_forbidden:
             continue
+        # every slot, resourceless groups included: a provider of the tree or a sharing
+        # provider sharing with it (as Placement)
         avail = cloud.available(root)
-        local = cloud.tree(root)
-        choices = [local if (g.suffix and not g.resources) else avail for g, _ in slots]
-        for picks in itertools.product(*choices):
+        for picks in itertools.product(*[avail] * len(slots)):
             key = _check(cloud, req, slots, picks, root)
             if key is not None:
                 out.add(key)

@@ -342,3 +342,59 @@ def test_rule7_the_reshaper_checks_the_same_capacity(ratio_07: Cloud) -> None:
         reshape(db, {cn.uuid: ProviderInventories(0, new_inventory)}, [_claim(cn, 8)])
     reshape(db, {cn.uuid: ProviderInventories(0, new_inventory)}, [_claim(cn, 7)])
     assert allocation_candidates(db, "resources=VCPU:1").allocation_requests == ()
+
+
+# ------------------------------------------------------------------ resourceless + sharing
+
+
+def test_resourceless_groups_may_map_to_sharing_providers(db: Database) -> None:
+    """Found by the differential test: as any suffixed group, a resourceless group is
+    satisfied by a provider of the anchor tree or by a sharing provider sharing with
+    it, even one with no inventory of the requested classes (Placement's answers)."""
+    with db.begin() as conn:
+        for t in ("CUSTOM_GOLD", "CUSTOM_SILVER"):
+            trait_id(conn, t)
+        cn = provider(conn, "cn", inventory={"VCPU": 8}, aggregates=[AGG_S])
+        provider(conn, "cn_numa0", parent=cn, inventory={"VCPU": 4}, traits=["CUSTOM_GOLD"])
+        provider(
+            conn,
+            "ss",
+            inventory={"DISK_GB": 100},
+            traits=[*SHARES, "CUSTOM_GOLD"],
+            aggregates=[AGG_S],
+        )
+        provider(
+            conn,
+            "ss2",
+            inventory={"IPV4_ADDRESS": 10},
+            traits=[*SHARES, "CUSTOM_SILVER"],
+            aggregates=[AGG_S],
+        )
+        provider(conn, "cn2", inventory={"VCPU": 8})
+    got = allocation_candidates(
+        db,
+        "resources=VCPU:1&resources_D=DISK_GB:1&required_G=CUSTOM_GOLD"
+        "&same_subtree=_D,_G&group_policy=none",
+    )
+    assert by_name(db, got) == {
+        (
+            (("cn", "VCPU", 1), ("ss", "DISK_GB", 1)),
+            (("", ("cn",)), ("_D", ("ss",)), ("_G", ("ss",))),
+        ),
+        (
+            (("cn_numa0", "VCPU", 1), ("ss", "DISK_GB", 1)),
+            (("", ("cn_numa0",)), ("_D", ("ss",)), ("_G", ("ss",))),
+        ),
+    }
+    assert summarised(got) == {"cn", "cn_numa0", "ss"}
+    got = allocation_candidates(
+        db,
+        "resources=VCPU:1&required_A=CUSTOM_SILVER&required_B=CUSTOM_SILVER"
+        "&same_subtree=_A,_B&group_policy=none",
+    )
+    assert by_name(db, got) == {
+        ((("cn", "VCPU", 1),), (("", ("cn",)), ("_A", ("ss2",)), ("_B", ("ss2",)))),
+        ((("cn_numa0", "VCPU", 1),), (("", ("cn_numa0",)), ("_A", ("ss2",)), ("_B", ("ss2",)))),
+    }
+    # ss2 only stands for the resourceless groups: it is not summarised
+    assert summarised(got) == {"cn", "cn_numa0"}
