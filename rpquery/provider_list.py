@@ -3,8 +3,9 @@ capacity filters, in one statement.
 
 Every filter applies to the provider itself: ``resources`` needs room on the provider
 (capacity, ``min_unit``/``max_unit``/``step_size``), ``required`` its own traits
-(forbidden ones as ``NOT EXISTS``), ``member_of`` its own aggregates; a forbidden
-aggregate excludes it when it or its root is a member.
+(forbidden ones as ``NOT EXISTS``), ``member_of`` and ``member_of=!`` its own
+aggregates (as Placement: a root's membership does not cover its tree here). No trait
+conflict check: a contradictory filter matches nothing.
 
 >>> from rpquery.db import Database
 >>> db = Database("sqlite://"); db.upgrade()

@@ -177,7 +177,7 @@ class CandidatesRequest:
 @dataclass(frozen=True)
 class ProvidersRequest:
     """A ``GET /resource_providers`` request: every filter applies to the provider itself
-    (forbidden aggregates also to its root).
+    (its own traits and aggregates, forbidden ones too).
 
     >>> ProvidersRequest(name="cn1").name
     'cn1'

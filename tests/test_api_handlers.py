@@ -102,7 +102,9 @@ def test_provider_list_filters(api, db) -> None:  # type: ignore[no-untyped-def]
     assert names("required=HW_CPU_X86_AVX2") == ["cn1"]
     assert names("required=!HW_CPU_X86_AVX2") == ["cn1_numa", "cn2"]
     assert names(f"member_of={AGG}") == ["cn1"]
-    assert names(f"member_of=!{AGG}") == ["cn2"]  # the child's root is a member
+    # the provider's own aggregates only, as Placement (issue 14 rule 2): the child of
+    # a member root is listed
+    assert names(f"member_of=!{AGG}") == ["cn1_numa", "cn2"]
     too_old = api.call("GET", "/resource_providers?required=!HW_CPU_X86_AVX2", version="1.21")
     assert too_old.status_code == 400
     assert api.call("GET", "/resource_providers?in_tree=x", version="1.13").status_code == 400
