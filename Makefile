@@ -16,7 +16,7 @@ SEEDS ?= 1-20
 BACKENDS ?= sqlite,postgresql,mysql
 DIFF_REQUESTS ?= 250
 
-.PHONY: help install run serve test test-fast lint type bench bench-placement placement-venv diff-placement clean
+.PHONY: help install run serve test test-fast lint type bench bench-placement placement-venv osc-venv diff-placement clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -55,6 +55,10 @@ bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
 
+osc-venv: ## Install osc-placement (pinned) into .venv-osc for the real-client test (tests/test_osc_placement.py)
+	test -x .venv-osc/bin/python || $(PYTHON) -m venv .venv-osc
+	.venv-osc/bin/python -m pip install -q -c tests/osc-constraints.txt osc-placement python-openstackclient
+
 placement-venv: $(STAMP) ## Install OpenStack Placement (pinned) into .venv-placement for the compatibility tests
 	$(BIN)/python -m benchmarks.side_by_side
 
@@ -63,4 +67,4 @@ diff-placement: $(STAMP) ## Differential test vs OpenStack Placement on random c
 	$(BIN)/python -m tests.differential.run --seeds $(SEEDS) --backends $(BACKENDS) --requests $(DIFF_REQUESTS)
 
 clean: ## Remove the virtualenv, caches and the embedded database
-	rm -rf $(VENV) .venv-placement .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*
+	rm -rf $(VENV) .venv-placement .venv-osc .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*
