@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -192,10 +191,6 @@ CI_SEEDS = (1, 2)
 CI_REQUESTS = 120
 
 
-@pytest.mark.skipif(
-    os.environ.get("RPQUERY_DIFFERENTIAL", "") != "1",
-    reason="the differential run joins make test once main passes it (make diff-placement)",
-)
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_rpquery_answers_as_placement_does(backend: str, database_url) -> None:  # type: ignore[no-untyped-def]
     if not READY:

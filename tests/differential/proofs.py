@@ -262,8 +262,22 @@ class Judge:
             return None, f"Placement 500; re-asked without forbidden traits: {answer.status}"
         kept = [ar for ar in answer.body["allocation_requests"] if not self.v.problems(q, ar)]
         expected = {"allocation_requests": kept, "provider_summaries": self.summaries(kept)}
-        if same("candidates", ours, Answer(200, expected)):
+        if q.limit is not None:  # a subset of the right size, with its own trees' summaries
+            mine, sums = canonical_candidates(ours.body)
+            allowed, _ = canonical_candidates(expected)
+            size = sum(mine.values()) == min(q.limit, len(kept))
+            extra = [
+                self.rpquery_only(q, ar, Answer(200, expected)) for ar in _requests(mine - allowed)
+            ]
+            bugs = {b for b, _ in extra}
+            if None not in bugs and size and sums == self.summaries(_requests(mine)):
+                return "+".join(sorted({"postgresql_500", *bugs})), ""  # type: ignore[arg-type]
+        elif same("candidates", ours, Answer(200, expected)):
             return "postgresql_500", ""
+        else:
+            bug, why = self.candidates(q, ours, Answer(200, expected))
+            if bug is not None:
+                return f"postgresql_500+{bug}", ""
         return None, "Placement 500; its answer without the forbidden traits, filtered, differs"
 
     def usages_500(self, q: Query, ours: Answer) -> Verdict:
