@@ -568,6 +568,15 @@ def read_session_setup(conn: Connection) -> None:
         conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
 
 
+def write_reads_are_current(conn: Connection) -> bool:
+    """Whether a plain read inside a write transaction sees what others committed after
+    the transaction's first read. PostgreSQL (``READ COMMITTED``) and SQLite (a write
+    transaction shuts other writers out) do; MariaDB/MySQL's ``REPEATABLE READ`` fixes
+    the snapshot at the first plain read, so a long read there (a scheduler's pick)
+    would leave the later state read of the same transaction stale."""
+    return conn.dialect.name != "mysql"
+
+
 def one_snapshot(conn: Connection) -> None:
     """Make this read transaction see one snapshot for all its statements (checks that
     compare two tables). PostgreSQL: ``REPEATABLE READ`` (it must be the transaction's

@@ -1,21 +1,25 @@
 """Schedule instances of a server group, and move its members (seed 002).
 
-:func:`schedule` places ``count`` new instances of one group, one at a time: ask the
-candidate query with the group's :class:`~rpquery.policies.server_groups.ServerGroupPolicy`,
-take the best candidate, and claim it. A claim is one transaction:
+:func:`schedule` places ``count`` new instances of one group, one at a time. Each pick
+and its claim are one transaction:
 
-1. raise the group's ``generation`` from the value read before the pick (conditional
-   ``UPDATE``; this also locks the group row, so claims of one group queue);
-2. write the instance's allocations (:func:`rpquery.allocations.write_consumer_allocations`,
+1. lock the group's row (``SELECT ... FOR UPDATE``) and read it: schedulers of one group
+   queue here, so each one picks on the member counts left by the one before;
+2. ask the candidate query, on the same connection, with the group's
+   :class:`~rpquery.policies.server_groups.ServerGroupPolicy`, and take the best candidate;
+3. raise the group's ``generation`` (conditional ``UPDATE``, for writers that do not lock);
+4. write the instance's allocations (:func:`rpquery.allocations.write_consumer_allocations`,
    provider generations and capacity checked);
-3. add the instance to the group.
+5. add the instance to the group.
 
 Each pick therefore counts the previous picks (they are members with allocations). A
-concurrent scheduler of the same group makes step 1 fail; a concurrent claim of the same
-room makes step 2 fail: either way the pick is made again on fresh data, after a jittered
-backoff, up to :data:`MAX_PICKS` times (:data:`rpquery.retry.SCHEDULER_PICKS`). If an
-instance cannot be placed, the instances already placed by the call are released again
-and the error goes to the caller (nova's all-or-nothing multi-create).
+concurrent claim of the same room by a writer outside the group makes step 4 fail; the
+pick is then made again on fresh data, after a jittered backoff, up to :data:`MAX_PICKS`
+times (:data:`rpquery.retry.SCHEDULER_PICKS`). Without the lock of step 1, concurrent
+schedulers of one group failed at step 3 most of the time (issue 15: 12–38 % of calls
+gave up after eight picks, ~40 % for affinity). If an instance cannot be placed, the
+instances already placed by the call are released again and the error goes to the
+caller (nova's all-or-nothing multi-create).
 
 :func:`move` handles a member: ``migrate`` and ``evacuate`` exclude its current host and
 do not count its own allocations; ``rebuild`` keeps it where it is.
@@ -38,7 +42,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery import allocations as alloc
 from rpquery import candidates as cand
-from rpquery import validation
+from rpquery import dialects, validation
 from rpquery.consumers import get_consumer
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, Conflict, InvalidRequest, NotFound
@@ -91,17 +95,17 @@ class _Owner:
 
 
 def _pick(
-    db: Database,
+    conn: Connection,
     request: CandidatesRequest,
     policy: sg.ServerGroupPolicy,
     extra: Sequence[HostPolicy],
 ) -> Allocations:
     """The best candidate's allocations; ``Conflict`` (no valid host) when there is none."""
-    found = cand.allocation_candidates(db, request, policies=[policy, *extra])
+    found = cand.allocation_candidates(conn, request, policies=[policy, *extra])
     if not found.allocation_requests:
         # Blame the group's policy only when it is what excluded the hosts: without it,
         # would some host hold the request? (One more query, on the failure path only.)
-        alone = cand.allocation_candidates(db, request, policies=list(extra))
+        alone = cand.allocation_candidates(conn, request, policies=list(extra))
         if not alone.allocation_requests:
             raise Conflict(
                 NO_VALID_HOST,
@@ -164,6 +168,26 @@ def _claim(
     return _host_of(conn, picked)
 
 
+def _locked_group(conn: Connection, group_uuid: str) -> sg.ServerGroup:
+    """The group, read after taking its row lock (``SELECT ... FOR UPDATE``; SQLite's
+    write transaction already excludes other writers): schedulers of one group queue
+    here instead of picking on the same member counts and failing at the generation
+    check. Every writer that locks both a group and providers takes the group first.
+    A locking read, so on MariaDB it fixes no snapshot for the claim's later reads."""
+    fields = [f.name for f in dataclasses.fields(sg.ServerGroup)]
+    row = conn.execute(
+        sa.select(*(sg.server_groups.c[name] for name in fields))
+        .where(
+            sg.server_groups.c.uuid
+            == validation.check_uuid(group_uuid, sg.BAD_UUID, "server group")
+        )
+        .with_for_update()
+    ).first()
+    if row is None:
+        return sg.load_group(conn, group_uuid)  # NotFound
+    return sg.ServerGroup(**row._mapping)
+
+
 def _retryable(error: Exception) -> bool:
     """A pick made on data that changed before its claim: pick again."""
     if isinstance(error, CapacityExceeded):
@@ -190,9 +214,13 @@ def _place_one(
     backoff of :data:`rpquery.retry.SCHEDULER_PICKS` (``MAX_PICKS`` picks in all)."""
 
     def attempt() -> Scheduled:
-        policy = make_policy(sg.get_group(db, group_uuid))
-        picked = _pick(db, request, policy, extra)
         with db.begin() as conn:
+            policy = make_policy(_locked_group(conn, group_uuid))
+            if dialects.write_reads_are_current(conn):
+                picked = _pick(conn, request, policy, extra)
+            else:  # pick on a connection of its own: the claim's reads stay current
+                with db.connect() as reader:
+                    picked = _pick(reader, request, policy, extra)
             host = _claim(conn, policy.group, instance_uuid, owner, picked)
         return Scheduled(instance_uuid, host, picked)
 
@@ -277,7 +305,7 @@ def _release(db: Database, group_uuid: str, owner: _Owner, instance_uuids: Seque
         return
 
     def work(conn: Connection) -> None:
-        group = sg.load_group(conn, group_uuid)
+        group = _locked_group(conn, group_uuid)
         rows = conn.execute(
             sa.select(consumers.c.uuid, consumers.c.generation).where(
                 consumers.c.uuid.in_(instance_uuids)

@@ -9,6 +9,8 @@ database lock, so no second writer can get in), hence ``server_db``.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -16,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from rpquery import allocations as alloc
+from rpquery import scheduling
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate
 from rpquery.models import ConsumerAllocations
@@ -216,3 +219,40 @@ def test_allocation_write_gives_up_after_its_attempts_and_logs_it(
     assert alloc.get_allocations(server_db, request.consumer_uuid) == {}
     events = retry_events(caplog, "rpquery.write")
     assert [(e.attempt, e.gave_up) for e in events] == [(1, False), (2, False), (3, True)]
+
+
+def test_schedulers_of_one_group_queue_instead_of_conflicting(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15: concurrent schedulers of one group picked on the same member counts and
+    all but one failed the group generation check (up to ~40 % gave up for affinity).
+    Now a pick and its claim hold the group's row lock: a second scheduler started while
+    the first is claiming waits, then picks with the first one's member counted."""
+    with db.begin() as conn:
+        hosts = {provider(conn, f"cn{i}", inventory={"VCPU": 8}).uuid for i in range(2)}
+    group = sg.create_group(db, "g", "anti-affinity", "p", "u")
+    owner = {"project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
+    second: list[scheduling.Scheduled] = []
+    other = threading.Thread(
+        target=lambda: second.extend(
+            scheduling.schedule(db, "resources=VCPU:1", group.uuid, **owner)
+        )
+    )
+    main = threading.current_thread()
+
+    def tracer(sql: str, params: object) -> None:
+        claiming = sql.lstrip().upper().startswith("UPDATE RPQ_SERVER_GROUPS")
+        if claiming and threading.current_thread() is main and not other.is_alive():
+            other.start()
+            time.sleep(0.5)  # room for the second scheduler to pick, had it not to wait
+
+    caplog.set_level(logging.WARNING, logger="rpquery")
+    db.add_tracer(tracer)
+    try:
+        first = scheduling.schedule(db, "resources=VCPU:1", group.uuid, **owner)
+    finally:
+        db.remove_tracer(tracer)
+    other.join(timeout=60)
+    assert len(second) == 1
+    assert {first[0].host.uuid, second[0].host.uuid} == hosts  # anti-affinity held
+    assert retry_events(caplog, "rpquery.schedule") == []  # nobody picked on stale counts
