@@ -45,13 +45,21 @@ def find_baseline(results_dir: Path, current: Path, scale: str) -> Path | None:
 
 def all_ok(out: Path) -> bool:
     data = _records(out)
-    return not any(r["status"] == "failed" for r in data["results"])
+    failed = any(r["status"] == "failed" for r in data["results"])
+    return not failed and not any(r["violations"] for r in data["contention"])
+
+
+def add_records(out: Path, kind: str, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` under ``kind`` in the run's records.json."""
+    data = _records(out)
+    data[kind].extend(records)
+    (out / "records.json").write_text(json.dumps(data, indent=1, default=str))
 
 
 def _records(out: Path) -> dict[str, Any]:
     path = out / "records.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    for kind in ("loads", "results", "placement"):
+    for kind in ("loads", "results", "placement", "contention"):
         data.setdefault(kind, [])
     return data
 
@@ -262,8 +270,28 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
     md += ["", *_placement_section(data["placement"])]
     if ratio_plot:
         md += ["", f"![rpquery vs Placement]({ratio_plot})"]
+    md += ["", *_contention_section(data["contention"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
+
+
+def _contention_section(rows: list[dict[str, Any]]) -> list[str]:
+    from benchmarks.contention import markdown
+
+    md = ["## Contention", ""]
+    if not rows:
+        return [*md, "Not run (select it with `--scenarios contention`)."]
+    first = rows[0]
+    md += [
+        f"{first['writers']} writer processes (claims, deletes, moves) and "
+        f"{first['schedulers']} schedulers (plain, affinity, anti-affinity groups) on "
+        f"{first['hosts']} hosts for {first['seconds']} s per backend "
+        "(benchmarks/contention.py). A give-up is a conflict that outlived rpquery's "
+        "retries and reached the caller; afterwards every invariant was checked.",
+        "",
+        *markdown(rows),
+    ]
+    return md
 
 
 def _latency_tables(results: list[dict[str, Any]]) -> list[str]:

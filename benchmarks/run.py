@@ -83,11 +83,24 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
     )
     code = _run_pytest(config, out, autosave=not args.no_autosave)
+    if not config.scenarios or "contention" in config.scenarios:
+        _run_contention(config, out)
     baseline = args.baseline or report.find_baseline(RESULTS, out, args.scale)
     summary = report.build(out, config, notes, baseline)
     print(summary)
     print(f"\nreport: {out / 'report.md'}")
     return 0 if code in (0, 5) and report.all_ok(out) else 1
+
+
+def _run_contention(config: RunConfig, out: Path) -> None:
+    """The ``contention`` scenario: 16 writer and 8 scheduler processes on 20 hosts for
+    a few seconds per backend (benchmarks/contention.py); figures go to records.json."""
+    from benchmarks import contention
+
+    workload = contention.Workload(seconds=contention.SECONDS_AT_SCALE[config.scale])
+    print(f"contention: {workload.seconds:g} s per backend", file=sys.stderr)
+    runs, _ = contention.run_backends(config.backends, workload)
+    report.add_records(out, "contention", [r.summary() for r in runs])
 
 
 def _run_pytest(config: RunConfig, out: Path, *, autosave: bool) -> int:

@@ -85,6 +85,12 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
         assert (out / f"latency-{backend}.png").read_bytes()[:4] == b"\x89PNG"
     md = (out / "report.md").read_text()
     assert "## Latency" in md and "## EXPLAIN" in md
+    # the contention scenario: 16 writers and 8 schedulers per backend, invariants held
+    assert [r["backend"] for r in data["contention"]] == backends
+    for r in data["contention"]:
+        assert r["violations"] == [] and r["invariants_checked"] > 40
+        assert r["acknowledged_writes"] > 0 and 0 <= r["give_up_rate_writes"] <= 1
+    assert "## Contention" in md
     assert all(name in md for name in REGISTRY)
 
     # Comparing the run with itself shows a 0 % change for every timed scenario.
