@@ -313,7 +313,12 @@ def _sqlite_on_begin(conn: Connection) -> None:
     immediate = conn.get_execution_options().get("rpquery_write")
     raw = conn.connection.driver_connection
     assert raw is not None
-    raw.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    statement = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+    try:
+        raw.execute(statement)
+    except raw.OperationalError as error:  # "database is locked" after busy_timeout
+        # as a driver error, so begin() maps it like any other (a lock timeout: retryable)
+        raise exc.OperationalError(statement, None, error) from error
 
 
 @contextmanager

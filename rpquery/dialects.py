@@ -568,13 +568,12 @@ def read_session_setup(conn: Connection) -> None:
         conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
 
 
-def write_reads_are_current(conn: Connection) -> bool:
-    """Whether a plain read inside a write transaction sees what others committed after
-    the transaction's first read. PostgreSQL (``READ COMMITTED``) and SQLite (a write
-    transaction shuts other writers out) do; MariaDB/MySQL's ``REPEATABLE READ`` fixes
-    the snapshot at the first plain read, so a long read there (a scheduler's pick)
-    would leave the later state read of the same transaction stale."""
-    return conn.dialect.name != "mysql"
+def locks_rows(dialect_name: str) -> bool:
+    """Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``) and
+    leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
+    transaction locks the whole database, so a long read inside one stalls every
+    writer (past its 30 s busy timeout, under a scheduler's picks)."""
+    return dialect_name != "sqlite"
 
 
 def one_snapshot(conn: Connection) -> None:

@@ -5,8 +5,8 @@ and its claim are one transaction:
 
 1. lock the group's row (``SELECT ... FOR UPDATE``) and read it: schedulers of one group
    queue here, so each one picks on the member counts left by the one before;
-2. ask the candidate query, on the same connection, with the group's
-   :class:`~rpquery.policies.server_groups.ServerGroupPolicy`, and take the best candidate;
+2. ask the candidate query (on a read connection of its own) with the group's
+   :class:`~rpquery.policies.server_groups.ServerGroupPolicy`, take the best candidate;
 3. raise the group's ``generation`` (conditional ``UPDATE``, for writers that do not lock);
 4. write the instance's allocations (:func:`rpquery.allocations.write_consumer_allocations`,
    provider generations and capacity checked);
@@ -20,6 +20,11 @@ schedulers of one group failed at step 3 most of the time (issue 15: 12–38 % o
 gave up after eight picks, ~40 % for affinity). If an instance cannot be placed, the
 instances already placed by the call are released again and the error goes to the
 caller (nova's all-or-nothing multi-create).
+
+On SQLite, where a write transaction locks the whole database, the pick comes before
+the transaction (steps 2, then 1 without a row lock, 3–5): holding the database through
+a pick would stall every writer. Schedulers of one group may then pick on the same
+counts; the loser's step 3 fails and it picks again.
 
 :func:`move` handles a member: ``migrate`` and ``evacuate`` exclude its current host and
 do not count its own allocations; ``rebuild`` keeps it where it is.
@@ -213,15 +218,23 @@ def _place_one(
     """Pick and claim; pick again on fresh data after a conflict, with the jittered
     backoff of :data:`rpquery.retry.SCHEDULER_PICKS` (``MAX_PICKS`` picks in all)."""
 
+    def pick(policy: sg.ServerGroupPolicy) -> Allocations:
+        # On a read connection of its own: on MariaDB a long read inside the claim's
+        # transaction would fix its REPEATABLE READ snapshot before the state read.
+        with db.connect() as reader:
+            return _pick(reader, request, policy, extra)
+
     def attempt() -> Scheduled:
-        with db.begin() as conn:
-            policy = make_policy(_locked_group(conn, group_uuid))
-            if dialects.write_reads_are_current(conn):
-                picked = _pick(conn, request, policy, extra)
-            else:  # pick on a connection of its own: the claim's reads stay current
-                with db.connect() as reader:
-                    picked = _pick(reader, request, policy, extra)
-            host = _claim(conn, policy.group, instance_uuid, owner, picked)
+        if dialects.locks_rows(db.dialect_name):
+            with db.begin() as conn:
+                policy = make_policy(_locked_group(conn, group_uuid))
+                picked = pick(policy)
+                host = _claim(conn, policy.group, instance_uuid, owner, picked)
+        else:  # SQLite: a write transaction locks everything; pick before it
+            policy = make_policy(sg.get_group(db, group_uuid))
+            picked = pick(policy)
+            with db.begin() as conn:
+                host = _claim(conn, policy.group, instance_uuid, owner, picked)
         return Scheduled(instance_uuid, host, picked)
 
     return retrying(

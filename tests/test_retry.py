@@ -222,20 +222,21 @@ def test_allocation_write_gives_up_after_its_attempts_and_logs_it(
 
 
 def test_schedulers_of_one_group_queue_instead_of_conflicting(
-    db: Database, caplog: pytest.LogCaptureFixture
+    server_db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 15: concurrent schedulers of one group picked on the same member counts and
     all but one failed the group generation check (up to ~40 % gave up for affinity).
     Now a pick and its claim hold the group's row lock: a second scheduler started while
-    the first is claiming waits, then picks with the first one's member counted."""
-    with db.begin() as conn:
+    the first is claiming waits, then picks with the first one's member counted. (SQLite
+    has no row locks: its schedulers pick outside the write transaction and retry.)"""
+    with server_db.begin() as conn:
         hosts = {provider(conn, f"cn{i}", inventory={"VCPU": 8}).uuid for i in range(2)}
-    group = sg.create_group(db, "g", "anti-affinity", "p", "u")
+    group = sg.create_group(server_db, "g", "anti-affinity", "p", "u")
     owner = {"project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
     second: list[scheduling.Scheduled] = []
     other = threading.Thread(
         target=lambda: second.extend(
-            scheduling.schedule(db, "resources=VCPU:1", group.uuid, **owner)
+            scheduling.schedule(server_db, "resources=VCPU:1", group.uuid, **owner)
         )
     )
     main = threading.current_thread()
@@ -247,12 +248,30 @@ def test_schedulers_of_one_group_queue_instead_of_conflicting(
             time.sleep(0.5)  # room for the second scheduler to pick, had it not to wait
 
     caplog.set_level(logging.WARNING, logger="rpquery")
-    db.add_tracer(tracer)
+    server_db.add_tracer(tracer)
     try:
-        first = scheduling.schedule(db, "resources=VCPU:1", group.uuid, **owner)
+        first = scheduling.schedule(server_db, "resources=VCPU:1", group.uuid, **owner)
     finally:
-        db.remove_tracer(tracer)
+        server_db.remove_tracer(tracer)
     other.join(timeout=60)
     assert len(second) == 1
     assert {first[0].host.uuid, second[0].host.uuid} == hosts  # anti-affinity held
     assert retry_events(caplog, "rpquery.schedule") == []  # nobody picked on stale counts
+
+
+def test_sqlite_lock_timeout_is_a_retryable_conflict(sqlite_db: Database) -> None:
+    """A SQLite writer that waited out its busy timeout got a bare
+    ``sqlite3.OperationalError`` from ``begin()`` (seen by the contention benchmark);
+    it is ``rpquery.concurrent_update``, which the write paths retry."""
+    holder = Database(sqlite_db.url)
+    waiter = Database(sqlite_db.url, pool_size=1, max_overflow=0)
+    try:
+        with waiter.connect() as conn:
+            conn.exec_driver_sql("PRAGMA busy_timeout=50")
+        with holder.begin(), pytest.raises(ConcurrentUpdate) as caught, waiter.begin():
+            pass
+        assert caught.value.code == "rpquery.concurrent_update"
+        assert "database is locked" in str(caught.value)
+    finally:
+        holder.dispose()
+        waiter.dispose()
