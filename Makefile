@@ -15,8 +15,12 @@ BENCH_BACKENDS ?= sqlite,postgresql,mysql
 SEEDS ?= 1-20
 BACKENDS ?= sqlite,postgresql,mysql
 DIFF_REQUESTS ?= 250
+SOAK_SECONDS ?= 600
+SOAK_FUZZ_EXAMPLES ?= 60
+# make soak BACKENDS=...: the soak's own default is the two servers
+SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast lint type bench bench-placement placement-venv osc-venv diff-placement clean
+.PHONY: help install run serve test test-fast lint type bench bench-placement soak placement-venv osc-venv diff-placement clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -58,6 +62,11 @@ bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs 
 osc-venv: ## Install osc-placement (pinned) into .venv-osc for the real-client test (tests/test_osc_placement.py)
 	test -x .venv-osc/bin/python || $(PYTHON) -m venv .venv-osc
 	.venv-osc/bin/python -m pip install -q -c tests/osc-constraints.txt osc-placement python-openstackclient
+
+soak: $(STAMP) ## Reliability soak on BACKENDS (postgresql,mysql): 16 writers + 8 schedulers with connections killed for SOAK_SECONDS (600) each, then a long input fuzz; invariants checked
+	$(BIN)/python -m tests.reliability.soak --seconds $(SOAK_SECONDS) --backends $(SOAK_BACKENDS)
+	RPQUERY_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) RPQUERY_TEST_BACKENDS=$(SOAK_BACKENDS) \
+		$(BIN)/python -m pytest -q tests/reliability/test_fuzz.py
 
 placement-venv: $(STAMP) ## Install OpenStack Placement (pinned) into .venv-placement for the compatibility tests
 	$(BIN)/python -m benchmarks.side_by_side
