@@ -138,6 +138,7 @@ class RunResult:
                 sum(self.count("", w) for w in writes),
             ),
             "give_up_rate_schedule": schedules,
+            "schedule_calls": {k: self.count("", f"schedule.{k}") for k in GROUP_KINDS},
             "no_valid_host": self.count(".no_valid_host"),
             "capacity_refusals": self.count(".full"),
             "lost_to_kills": self.count(".lost"),
