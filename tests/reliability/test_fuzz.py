@@ -228,37 +228,8 @@ def _outcome(call: Callable[[], object]) -> str:
     return "ok"
 
 
-#: Findings on main when this test landed, all inside issue 15 items 3–6 (free text,
-#: NUL bytes, trailing newlines, wrong JSON types), whose validation is moving into
-#: ``rpquery.validation`` (another helper's part of the issue). Each entry names the
-#: case and the kind of failure still seen; anything else fails the test. Remove an
-#: entry as its validation lands.
-PENDING: dict[str, frozenset[str]] = {
-    case: frozenset(kinds)
-    for case, kinds in {
-        "aggregate_metadata.aggregate": {"driver error"},
-        "aggregate_metadata.key": {"bare UnicodeEncodeError"},
-        "aggregate_metadata.value": {"bare UnicodeEncodeError"},
-        "claim.allocations": {"bare AttributeError", "bare TypeError"},
-        "create_group.max_server_per_host": {"bare OverflowError", "driver error"},
-        "create_group.name": {"bare AttributeError", "bare UnicodeEncodeError", "driver error"},
-        "create_group.policies": {"bare TypeError"},
-        "create_group.project": {
-            "bare AttributeError", "bare UnicodeEncodeError", "driver error"
-        },
-        "create_group.rules": {"bare TypeError", "bare AttributeError"},
-        "project_usages.project": {"bare UnicodeEncodeError", "driver error"},
-        "project_usages.user": {"bare UnicodeEncodeError", "driver error"},
-        "tags.tag": {"driver error"},
-        "tags.namespace": {"bare TypeError"},
-    }.items()
-}  # fmt: skip
-
-
 def _unexpected(case: str, value: Any, outcome: str) -> str | None:
-    if outcome == "ok" or outcome in PENDING.get(case, ()):
-        return None
-    return f"{case}({value!r}): {outcome}"
+    return None if outcome == "ok" else f"{case}({value!r}): {outcome}"
 
 
 @pytest.mark.parametrize("phase", ["boundary values", "random values"])
