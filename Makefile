@@ -20,7 +20,7 @@ SOAK_FUZZ_EXAMPLES ?= 60
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast lint type bench bench-placement soak placement-venv osc-venv diff-placement clean
+.PHONY: help install run serve test test-fast test-clusters lint type bench bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -46,6 +46,24 @@ test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB (CI=true
 
 test-fast: $(STAMP) ## Run the suite on SQLite only
 	RPQUERY_TEST_BACKENDS=sqlite $(BIN)/python -m pytest -x -q $(PYTEST_ARGS)
+
+test-clusters: $(STAMP) ## Only the Galera and hot-standby tests (they start and stop their own clusters; root)
+	RPQUERY_TEST_GALERA=1 RPQUERY_TEST_REPLICA=1 $(BIN)/python -m pytest -q -m 'galera or replica' $(PYTEST_ARGS)
+
+galera-up: ## Start a 3-node MariaDB Galera cluster on 127.0.0.1:4406-4408 (scripts/galera.sh; root)
+	bash scripts/galera.sh up
+
+galera-down: ## Stop the Galera cluster and delete its data
+	bash scripts/galera.sh down
+
+galera-status: ## State of each Galera node
+	bash scripts/galera.sh status
+
+replica-up: ## Start a PostgreSQL primary (127.0.0.1:5442) and hot standby (5443) (scripts/pg-replica.sh; root)
+	bash scripts/pg-replica.sh up
+
+replica-down: ## Stop the PostgreSQL primary and standby and delete their data
+	bash scripts/pg-replica.sh down
 
 lint: $(STAMP) ## ruff over the package, tests and benchmarks
 	$(BIN)/ruff check rpquery schema tests benchmarks

@@ -409,7 +409,7 @@ def capacity_expr(
 # ---------------------------------------------------------------- error classification
 
 #: Server error codes that mean "someone else got there first: retry".
-_MYSQL_RETRYABLE = {1213, 1205}  # deadlock, lock wait timeout
+_MYSQL_RETRYABLE = {1213, 1205, 1180}  # deadlock (Galera: certification), lock wait, COMMIT
 _PG_RETRYABLE = {"40001", "40P01", "55P03"}  # serialization, deadlock, lock not available
 
 

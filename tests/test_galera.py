@@ -1,0 +1,355 @@
+"""rpquery on a real 3-node MariaDB Galera cluster on loopback (scripts/galera.sh).
+
+The cluster is started once per session (``galera`` fixture) and stopped at the end.
+It runs when ``CI=true`` (where a cluster that cannot start is a failure) or
+``RPQUERY_TEST_GALERA=1``; otherwise the tests are skipped with that reason.
+
+What is checked: every table has a primary key (Galera replicates row events keyed by
+it); a certification conflict between two nodes is a retriable ``ConcurrentUpdate``;
+16 writer processes spread over the three nodes never over-allocate, every acknowledged
+claim is on every node and the trigger-kept summaries are exact on every node
+(``rpquery db check``); a node killed mid-run and restarted loses nothing acknowledged
+and converges.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from rpquery import allocations as alloc_api
+from rpquery import dialects, migrations
+from rpquery.allocations import ConsumerAllocations
+from rpquery.db import Database
+from rpquery.errors import ConcurrentUpdate, RpqueryError
+from rpquery.provider_usage import verify_provider_usages
+from rpquery.tables import allocations, consumers, metadata, resource_providers
+from rpquery.usage_summary import verify_usage_summary
+from tests.factories import new_uuid, provider
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "galera.sh"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+WANTED = IN_CI or os.environ.get("RPQUERY_TEST_GALERA", "") == "1"
+GALERA_DIR = os.environ.get("GALERA_DIR", f"/tmp/rpquery-galera-{os.getpid()}")
+
+
+def _free_ports() -> dict[str, str]:
+    """SQL and group-communication ports nobody listens on, so that several test runs
+    on one machine each get their own cluster."""
+    rng = random.Random(os.getpid())
+    for _ in range(50):
+        sql, gcomm = rng.randrange(20000, 29000, 10), rng.randrange(30000, 39000, 30)
+        wanted = [sql + i for i in range(3)] + [gcomm + i for i in range(30)]
+        try:
+            for port in wanted:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return {"GALERA_PORT": str(sql), "GALERA_GCOMM_PORT": str(gcomm)}
+    return {}
+
+
+ENV = {**os.environ, "GALERA_DIR": GALERA_DIR, **_free_ports()}
+#: Reads after writes made through other nodes: wait until this node has applied them.
+SYNC_READS = {"init_command": "SET SESSION wsrep_sync_wait=1"}
+
+pytestmark = pytest.mark.galera
+
+
+def galera(*args: str) -> str:
+    done = subprocess.run(
+        ["bash", str(SCRIPT), *args], env=ENV, capture_output=True, text=True, timeout=300
+    )
+    if done.returncode:
+        raise RuntimeError(f"galera.sh {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[str]]:
+    """The three nodes' admin URLs (the ``mysql`` schema) of a running cluster."""
+    if not WANTED:
+        pytest.skip("Galera tests run under CI=true or RPQUERY_TEST_GALERA=1")
+    try:
+        galera("up")
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+        galera_down()
+        if IN_CI:
+            pytest.fail(f"GALERA CLUSTER DID NOT START — {error}", pytrace=False)
+        pytest.skip(f"Galera cluster did not start: {error}")
+    try:
+        yield galera("urls").split()
+    finally:
+        galera_down()
+
+
+def galera_down() -> None:
+    subprocess.run(["bash", str(SCRIPT), "down"], env=ENV, capture_output=True, timeout=300)
+
+
+@pytest.fixture
+def nodes(cluster: list[str]) -> Iterator[list[str]]:
+    """A fresh migrated rpquery database on the cluster: its URL through each node."""
+    name = f"rpq_g_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = sa.create_engine(cluster[0], isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    urls = [str(sa.make_url(u).set(database=name)) for u in cluster]
+    db = Database(urls[0])
+    migrations.upgrade(db)
+    db.dispose()
+    yield urls
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+    admin.dispose()
+
+
+def synced(url: str) -> Database:
+    return Database(url, connect_args=SYNC_READS)
+
+
+# ------------------------------------------------------------------ schema rules
+
+
+def test_every_rpquery_table_has_a_primary_key() -> None:
+    missing = [t.name for t in metadata.sorted_tables if not t.primary_key.columns]
+    assert missing == []
+
+
+def test_every_migrated_table_on_the_cluster_has_a_primary_key(nodes: list[str]) -> None:
+    db = synced(nodes[1])
+    with db.connect() as conn:
+        tables = set(sa.inspect(conn).get_table_names())
+        without = sorted(
+            t for t in tables if not sa.inspect(conn).get_pk_constraint(t)["constrained_columns"]
+        )
+        engines = set(
+            conn.execute(
+                sa.text(
+                    "SELECT DISTINCT engine FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+                )
+            ).scalars()
+        )
+    db.dispose()
+    assert {t.name for t in metadata.sorted_tables} <= tables
+    assert without == []
+    assert engines == {"InnoDB"}  # Galera replicates InnoDB only
+
+
+def test_no_table_locks_in_the_package() -> None:
+    hits = []
+    for path in (ROOT / "rpquery").rglob("*.py"):
+        text = path.read_text()
+        for needle in ("GET_LOCK", "LOCK TABLES", "lock_tables"):
+            if needle in text:
+                hits.append(f"{path.name}: {needle}")
+    assert hits == []
+
+
+# ------------------------------------------------------------------ certification
+
+
+def test_a_certification_conflict_at_commit_is_a_retriable_concurrent_update(
+    nodes: list[str],
+) -> None:
+    """Two nodes update the same provider row; the second to commit fails certification
+    (1213 at COMMIT), which rpquery raises as a retriable ConcurrentUpdate."""
+    one, two = Database(nodes[0]), Database(nodes[1])
+    with one.begin() as conn:
+        rp = provider(conn, "cert", inventory={"VCPU": 8})
+    time.sleep(0.5)
+    bump = resource_providers.update().where(resource_providers.c.id == rp.id)
+    error: BaseException | None = None
+    try:
+        with two.begin() as conn2:
+            conn2.execute(bump.values(generation=resource_providers.c.generation + 1))
+            with one.begin() as conn1:
+                conn1.execute(bump.values(generation=resource_providers.c.generation + 1))
+            # conn1 committed on node 1: node 2's open transaction loses at commit.
+    except ConcurrentUpdate as caught:
+        error = caught
+    one.dispose()
+    two.dispose()
+    assert isinstance(error, ConcurrentUpdate), error
+    cause = error.__cause__
+    assert isinstance(cause, sa.exc.DBAPIError) and dialects.is_retryable(cause)
+    assert cause.orig.args[0] in (1213, 1180), cause.orig.args  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ racing writers
+
+PROVIDERS = 4
+CAPACITY = 12
+WRITERS = 16
+CLAIMS = 5
+
+
+def _writer(
+    url: str,
+    rp_uuids: list[str],
+    claims: int,
+    pause: float,
+    seed: int,
+    out: multiprocessing.Queue,  # type: ignore[type-arg]
+) -> None:  # type: ignore[type-arg]
+    """Claim 1 VCPU ``claims`` times on random providers through ``url``; report every
+    consumer whose claim was acknowledged, and those whose outcome is unknown."""
+    rng = random.Random(seed)
+    db = Database(url, pool_size=1, max_overflow=0)
+    acked, unknown, refused = [], [], 0
+    for _ in range(claims):
+        time.sleep(pause)
+        consumer = str(uuid.uuid4())
+        request = ConsumerAllocations(
+            consumer, "proj", "user", "INSTANCE", None, {rng.choice(rp_uuids): {"VCPU": 1}}
+        )
+        try:
+            alloc_api.replace_allocations(db, request)
+            acked.append((consumer, time.time()))
+        except RpqueryError as error:
+            if error.code.startswith("rpquery.allocation.capacity") or isinstance(
+                error, ConcurrentUpdate
+            ):
+                refused += 1
+            else:  # connection lost (a killed node): the commit may or may not be in
+                unknown.append(consumer)
+                db.dispose()
+    db.dispose()
+    out.put((acked, unknown, refused))
+
+
+def _run_writers(
+    urls: list[str], rp_uuids: list[str], claims: int = CLAIMS, pause: float = 0.0
+) -> tuple[list[multiprocessing.Process], multiprocessing.Queue]:  # type: ignore[type-arg]
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_writer, args=(urls[i % len(urls)], rp_uuids, claims, pause, i, out))
+        for i in range(WRITERS)
+    ]
+    for p in procs:
+        p.start()
+    return procs, out
+
+
+def _collect(
+    procs: list[multiprocessing.Process], out: multiprocessing.Queue
+) -> tuple[dict[str, float], set[str]]:  # type: ignore[type-arg]
+    """Acknowledged consumers (with the wall-clock time of their acknowledgement) and
+    consumers whose claim's outcome is unknown (connection lost)."""
+    acked: dict[str, float] = {}
+    unknown: set[str] = set()
+    for _ in procs:
+        a, u, _refused = out.get(timeout=240)
+        acked.update(a)
+        unknown.update(u)
+    for p in procs:
+        p.join(timeout=30)
+    return acked, unknown
+
+
+def _providers(url: str, capacity: int = CAPACITY) -> list[str]:
+    db = Database(url)
+    with db.begin() as conn:
+        rps = [
+            provider(conn, f"g{i}", inventory={"VCPU": capacity}).uuid for i in range(PROVIDERS)
+        ]
+    db.dispose()
+    return rps
+
+
+def _assert_exact_on(
+    url: str, acked_at: dict[str, float], unknown: set[str], capacity: int = CAPACITY
+) -> None:
+    acked = set(acked_at)
+    db = synced(url)
+    with db.connect() as conn:
+        per_provider = conn.execute(
+            sa.select(
+                allocations.c.resource_provider_id, sa.func.sum(allocations.c.used)
+            ).group_by(allocations.c.resource_provider_id)
+        ).all()
+        present = set(
+            conn.execute(
+                sa.select(consumers.c.uuid).join(
+                    allocations, allocations.c.consumer_id == consumers.c.uuid
+                )
+            ).scalars()
+        )
+    assert all(int(used) <= capacity for _, used in per_provider), (url, per_provider)
+    assert acked <= present, (url, len(acked - present))
+    assert sum(int(used) for _, used in per_provider) == len(present)  # 1 unit each
+    assert present <= acked | unknown, (url, len(present - acked - unknown))
+    assert verify_usage_summary(db) == []
+    assert verify_provider_usages(db) == []
+    db.dispose()
+    checked = subprocess.run(
+        [sys.executable, "-m", "rpquery", "--db", url, "db", "check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_sixteen_writers_over_three_nodes_never_over_allocate(nodes: list[str]) -> None:
+    rps = _providers(nodes[0])
+    time.sleep(0.5)
+    procs, out = _run_writers(nodes, rps)
+    acked, unknown = _collect(procs, out)
+    assert unknown == set()
+    # 80 claims of 1 unit for 48 units: at most 48 acknowledged (a claim that lost
+    # every retry to other writers is refused too), each one unit on every node.
+    assert 0 < len(acked) <= PROVIDERS * CAPACITY
+    for url in nodes:
+        _assert_exact_on(url, acked, unknown)
+
+
+def test_a_node_killed_mid_run_loses_nothing_acknowledged_and_rejoins(nodes: list[str]) -> None:
+    rps = _providers(nodes[0], capacity=1000)  # room for every claim: none refused
+    time.sleep(0.5)
+    procs, out = _run_writers(nodes, rps, claims=10, pause=0.3)
+    time.sleep(1.0)
+    galera("kill", "2")
+    killed_at = time.time()
+    acked, unknown = _collect(procs, out)
+    # The writers on nodes 1 and 3 went on while node 2 was down.
+    assert any(at > killed_at for at in acked.values()), "no write acknowledged after the kill"
+    galera("start", "2")
+    for url in nodes:  # node 2 included: it has caught up (IST or SST)
+        _assert_exact_on(url, acked, unknown, capacity=1000)
+
+
+def test_the_trigger_kept_summaries_replicate_row_based(nodes: list[str]) -> None:
+    db = synced(nodes[2])
+    with db.connect() as conn:
+        fmt = conn.exec_driver_sql("SELECT @@binlog_format").scalar_one()
+    db.dispose()
+    assert fmt == "ROW"
+    rps = _providers(nodes[0])
+    writer = Database(nodes[1])
+    for rp in rps:
+        alloc_api.replace_allocations(
+            writer,
+            ConsumerAllocations(new_uuid(), "p", "u", "INSTANCE", None, {rp: {"VCPU": 3}}),
+        )
+    writer.dispose()
+    for url in nodes:
+        reader = synced(url)
+        assert verify_provider_usages(reader) == []
+        assert verify_usage_summary(reader) == []
+        reader.dispose()
