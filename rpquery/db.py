@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,19 @@ SCHEMA_MISSING = "rpquery.schema.missing"
 _URL_FORMS = "sqlite://, postgresql:// and mysql:// (or mariadb://)"
 
 Tracer = Callable[[str, Any], None]
+
+
+#: Read replicas' URLs, separated by commas or spaces (the CLI's ``--replica``).
+REPLICA_URLS_ENV = "RPQUERY_DB_REPLICA_URLS"
+
+
+def split_urls(text: str | None) -> list[str]:
+    """URLs from a comma- or space-separated list (``RPQUERY_DB_REPLICA_URLS``).
+
+    >>> split_urls("postgresql://a/x, postgresql://b/x")
+    ['postgresql://a/x', 'postgresql://b/x']
+    """
+    return [part for part in re.split(r"[,\s]+", text or "") if part]
 
 
 #: The backends rpquery runs on (SQLAlchemy's dialect names, with their aliases).
@@ -119,6 +133,13 @@ class Database:
     ``max_search_steps`` is the allocation-candidate search budget of every request
     on this database (``None``: the environment's or the default, see
     ``rpquery.candidates.search_budget``).
+
+    ``replicas``: read-only copies of the database (PostgreSQL hot standbys, MariaDB
+    replicas). ``connect()`` (every read: candidates, provider lists, usages) then uses
+    one of them in turn, ``begin()`` (every write, and the reads under lock that decide
+    it) always the primary. A replica that does not answer, or lags by more than
+    ``max_replica_lag`` seconds, is skipped in favour of the primary; its health is
+    checked at most every ``replica_check_interval`` seconds (docs/deployment.md).
     """
 
     def __init__(
@@ -126,6 +147,9 @@ class Database:
         url: str | URL | Engine = DEFAULT_URL,
         *,
         max_search_steps: int | None = None,
+        replicas: Sequence[str | URL | Engine] = (),
+        max_replica_lag: float = 5.0,
+        replica_check_interval: float = 1.0,
         **engine_kw: Any,
     ) -> None:
         self.max_search_steps = max_search_steps
@@ -145,6 +169,15 @@ class Database:
         self._tracers: list[Tracer] = []
         self._lock = threading.Lock()
         event.listen(self.engine, "before_cursor_execute", self._on_execute)
+        self.replicas = [
+            _Replica(r if isinstance(r, Engine) else _make_engine(normalize_url(r), **engine_kw))
+            for r in replicas
+        ]
+        self.max_replica_lag = max_replica_lag
+        self.replica_check_interval = replica_check_interval
+        self._next_replica = 0
+        for replica in self.replicas:
+            event.listen(replica.engine, "before_cursor_execute", self._on_execute)
 
     # ------------------------------------------------------------ properties
 
@@ -176,8 +209,11 @@ class Database:
                 yield conn
 
     @contextmanager
-    def connect(self) -> Iterator[Connection]:
+    def connect(self, *, primary: bool = False) -> Iterator[Connection]:
         """A connection for reads; its implicit transaction is rolled back on exit.
+
+        With replicas, a healthy one in turn (``primary=True``: always the primary, for
+        reads that must see the latest writes, such as the schema revision).
 
         A read never creates a database: on a SQLite file that does not exist it raises
         ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file (in
@@ -186,8 +222,50 @@ class Database:
         path = self.sqlite_path
         if path is not None and not path.exists() and path.parent.is_dir():
             raise _schema_missing(f"no file {path}")
-        with _wrap_driver_errors(), self.engine.connect() as conn:
-            yield conn
+        replica = None if primary else self._pick_replica()
+        with _wrap_driver_errors():
+            if replica is not None:
+                try:
+                    conn = replica.engine.connect()
+                except exc.DBAPIError:  # went down since its last check
+                    replica.mark_down()
+                    conn = self.engine.connect()
+            else:
+                conn = self.engine.connect()
+            with conn:
+                yield conn
+
+    def read_engine(self) -> Engine:
+        """The engine reads go to: the next healthy replica, else the primary's."""
+        replica = self._pick_replica()
+        return self.engine if replica is None else replica.engine
+
+    def _pick_replica(self) -> _Replica | None:
+        count = len(self.replicas)
+        for _ in range(count):
+            with self._lock:
+                replica = self.replicas[self._next_replica % count]
+                self._next_replica += 1
+            if replica.usable(self.max_replica_lag, self.replica_check_interval):
+                return replica
+        return None
+
+    def replica_status(self) -> list[dict[str, Any]]:
+        """Each replica's URL (no password), whether it answered, its lag in seconds
+        (``None`` when unknown) and whether reads use it (checked now)."""
+        rows = []
+        for replica in self.replicas:
+            replica.checked_at = -1e9
+            usable = replica.usable(self.max_replica_lag, self.replica_check_interval)
+            rows.append(
+                {
+                    "url": replica.engine.url.render_as_string(hide_password=True),
+                    "up": replica.up,
+                    "lag": replica.lag,
+                    "used": usable,
+                }
+            )
+        return rows
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -254,6 +332,59 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        for replica in self.replicas:
+            replica.engine.dispose()
+
+
+@dataclass
+class _Replica:
+    """One read replica and its last health check."""
+
+    engine: Engine
+    up: bool = False
+    lag: float | None = None
+    checked_at: float = -1e9
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def usable(self, max_lag: float, interval: float) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if now - self.checked_at >= interval:
+                self.up, self.lag = _replica_health(self.engine)
+                self.checked_at = now
+            return self.up and (self.lag is None or self.lag <= max_lag)
+
+    def mark_down(self) -> None:
+        with self._lock:
+            self.up, self.checked_at = False, time.monotonic()
+
+
+def _replica_health(engine: Engine) -> tuple[bool, float | None]:
+    """``(answers, lag in seconds)``. PostgreSQL: 0 when the standby has replayed all the
+    WAL it received, else the age of the last transaction it replayed (so a standby
+    whose replay is paused or behind ages, an idle one does not); a server that is not
+    in recovery (a promoted standby) has no lag. MariaDB/MySQL: ``Seconds_Behind_Master``
+    when the server is a replica, else ``None``."""
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                row = conn.exec_driver_sql(
+                    "SELECT pg_is_in_recovery(),"
+                    " CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM"
+                    " pg_last_wal_replay_lsn() THEN 0 ELSE COALESCE(EXTRACT(EPOCH FROM"
+                    " now() - pg_last_xact_replay_timestamp()), 0) END"
+                ).one()
+                return True, (float(row[1]) if row[0] else 0.0)
+            if engine.dialect.name == "mysql":
+                status = conn.exec_driver_sql("SHOW SLAVE STATUS").mappings().first()
+                if status is None:  # not a replica (a Galera node, a primary)
+                    return True, None
+                behind = status.get("Seconds_Behind_Master")
+                return True, (float(behind) if behind is not None else float("inf"))
+            conn.exec_driver_sql("SELECT 1")
+            return True, 0.0
+    except exc.DBAPIError:
+        return False, None
 
 
 @contextmanager

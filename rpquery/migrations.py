@@ -108,7 +108,7 @@ def status(db: Database) -> SchemaStatus:
     path = db.sqlite_path
     if path is not None and not path.exists() and path.parent.is_dir():
         return SchemaStatus(None, head_revision(), None, has_placement_tables=False)
-    with db.connect() as conn:
+    with db.connect(primary=True) as conn:
         revision = MigrationContext.configure(
             conn, opts={"version_table": VERSION_TABLE}
         ).get_current_revision()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -64,8 +65,12 @@ class ApiServer(BaseApplication):
         *,
         auth: str = "noauth2",
         policy: str = "legacy-rbac",
+        replicas: Sequence[str] = (),
+        max_replica_lag: float = 5.0,
     ) -> None:
         self.db_url = db_url
+        self.replicas = list(replicas)
+        self.max_replica_lag = max_replica_lag
         self.auth = auth
         self.policy = policy
         self.options = options
@@ -78,8 +83,10 @@ class ApiServer(BaseApplication):
 
     def load(self) -> Any:
         from rpquery.api import make_app
+        from rpquery.db import Database
 
-        return make_app(self.db_url, auth=self.auth, policy=self.policy)
+        db = Database(self.db_url, replicas=self.replicas, max_replica_lag=self.max_replica_lag)
+        return make_app(db, auth=self.auth, policy=self.policy)
 
 
 def serve(
@@ -92,8 +99,11 @@ def serve(
     access_log: str | None = "-",
     graceful_timeout: int = 30,
     timeout: int = 60,
+    replicas: Sequence[str] = (),
+    max_replica_lag: float = 5.0,
 ) -> None:
-    """Run the API until SIGTERM/SIGINT (blocks)."""
+    """Run the API until SIGTERM/SIGINT (blocks). Reads go to ``replicas`` when they are
+    up and within ``max_replica_lag`` seconds, writes to ``db_url``."""
     options = {
         "bind": bind,
         "workers": workers,
@@ -105,4 +115,11 @@ def serve(
         "proc_name": "rpquery-api",
         "control_socket_disable": True,  # several servers may share a host
     }
-    ApiServer(db_url, options, auth=auth, policy=policy).run()
+    ApiServer(
+        db_url,
+        options,
+        auth=auth,
+        policy=policy,
+        replicas=replicas,
+        max_replica_lag=max_replica_lag,
+    ).run()

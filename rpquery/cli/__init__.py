@@ -7,6 +7,7 @@ Feature commands live in their own modules under ``rpquery.cli`` and are attache
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 
 from rpquery import migrations
 from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
-from rpquery.db import DEFAULT_URL, Database
+from rpquery.db import DEFAULT_URL, REPLICA_URLS_ENV, Database, split_urls
 
 
 @click.group()
@@ -26,12 +27,38 @@ from rpquery.db import DEFAULT_URL, Database
     show_default=True,
     help="SQLAlchemy URL of the database (env RPQUERY_DB_URL).",
 )
+@click.option(
+    "--replica",
+    "replica_urls",
+    multiple=True,
+    help="URL of a read replica (repeatable; env RPQUERY_DB_REPLICA_URLS, comma-separated): "
+    "reads go to replicas, writes to --db.",
+)
+@click.option(
+    "--max-replica-lag",
+    type=click.FloatRange(0),
+    default=5.0,
+    show_default=True,
+    envvar="RPQUERY_DB_MAX_REPLICA_LAG",
+    help="Seconds a replica may lag before reads go to the primary instead.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.pass_context
-def main(ctx: click.Context, db_url: str, debug: bool) -> None:
+def main(
+    ctx: click.Context,
+    db_url: str,
+    replica_urls: tuple[str, ...],
+    max_replica_lag: float,
+    debug: bool,
+) -> None:
     """Placement-compatible placement queries on SQLite, PostgreSQL and MariaDB."""
     ctx.ensure_object(dict)
-    ctx.obj.update(db_url=db_url, debug=debug)
+    replicas = [u for given in replica_urls for u in split_urls(given)] or split_urls(
+        os.environ.get(REPLICA_URLS_ENV)
+    )
+    ctx.obj.update(
+        db_url=db_url, replica_urls=replicas, max_replica_lag=max_replica_lag, debug=debug
+    )
     if debug:
         for name, reason in SKIPPED_FEATURES.items():
             click.echo(f"debug: commands of rpquery.cli.{name} left out: {reason}", err=True)

@@ -36,7 +36,11 @@ def get_db(ctx: click.Context | None = None) -> Database:
     root = ctx.find_root()
     obj = root.obj
     if "db" not in obj:
-        obj["db"] = Database(obj["db_url"])
+        obj["db"] = Database(
+            obj["db_url"],
+            replicas=obj.get("replica_urls", ()),
+            max_replica_lag=obj.get("max_replica_lag", 5.0),
+        )
     return obj["db"]
 
 

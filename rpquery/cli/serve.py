@@ -70,6 +70,8 @@ def serve(
         policy=policy,
         access_log=None if access_log == "off" else access_log,
         graceful_timeout=graceful_timeout,
+        replicas=[r.engine.url.render_as_string(hide_password=False) for r in db.replicas],
+        max_replica_lag=db.max_replica_lag,
     )
 
 
