@@ -20,7 +20,7 @@ SOAK_FUZZ_EXAMPLES ?= 60
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters lint type bench bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters lint type bench bench-cluster bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -73,6 +73,9 @@ type: $(STAMP) ## mypy on the package
 
 bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_BACKENDS; writes benchmarks/results/<ts>/
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run
+
+bench-cluster: $(STAMP) ## Claims/s on a 3-node Galera cluster (1/8/16 writers, one node vs three) and candidates on a hot standby vs primary (root)
+	$(BIN)/python -m benchmarks.cluster
 
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
