@@ -3,8 +3,9 @@ clusters of ``scripts/galera.sh`` and ``scripts/pg-replica.sh`` (root; each star
 the run and stopped after it, on their own ports and data directories).
 
 1. Galera: claims per second with 1, 8 and 16 writer processes, all through one node vs
-   spread over the three nodes (each claim 1 VCPU on one of 16 providers with room for
-   all; a claim retries on generation and certification conflicts as usual).
+   spread over the three nodes (each writer's claims go to the nodes in turn; each claim
+   1 VCPU on one of 16 providers with room for all; a claim retries on generation and
+   certification conflicts as usual).
 2. PostgreSQL: allocation-candidates latency (median of ``--repeat`` requests) on the hot
    standby vs the primary, 200 providers.
 
@@ -74,13 +75,17 @@ def fresh_database(admin_url: str, migrate_on: str | None = None) -> str:
 
 
 def _claimer(
-    url: str, rps: list[str], seconds: float, seed: int, out: multiprocessing.Queue
+    urls: list[str], rps: list[str], seconds: float, seed: int, out: multiprocessing.Queue
 ) -> None:  # type: ignore[type-arg]
+    """Claim for ``seconds``; consecutive claims go to the nodes of ``urls`` in turn."""
     rng = random.Random(seed)
-    db = Database(url, pool_size=1, max_overflow=0)
+    dbs = [Database(url, pool_size=1, max_overflow=0) for url in urls]
     ok = failed = 0
     deadline = time.monotonic() + seconds
+    turn = seed
     while time.monotonic() < deadline:
+        db = dbs[turn % len(dbs)]
+        turn += 1
         request = ConsumerAllocations(
             str(uuid.uuid4()), "p", "u", "INSTANCE", None, {rng.choice(rps): {"VCPU": 1}}
         )
@@ -89,7 +94,8 @@ def _claimer(
             ok += 1
         except RpqueryError:
             failed += 1
-    db.dispose()
+    for db in dbs:
+        db.dispose()
     out.put((ok, failed))
 
 
@@ -99,8 +105,7 @@ def claims_per_second(
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_claimer, args=(urls[i % len(urls)], rps, seconds, i, out))
-        for i in range(writers)
+        ctx.Process(target=_claimer, args=(urls, rps, seconds, i, out)) for i in range(writers)
     ]
     started = time.monotonic()
     for p in procs:

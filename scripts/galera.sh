@@ -71,7 +71,7 @@ q() {  # q N SQL: run SQL on node N as root over its socket
 running() { [[ -f $(pidfile "$1") ]] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
 
 wait_synced() {  # wait_synced N [seconds]
-    local n=$1 limit=${2:-120} state
+    local n=$1 limit=${2:-180} state
     for _ in $(seq 1 "$limit"); do
         state=$(q "$n" "SHOW STATUS LIKE 'wsrep_local_state_comment'" 2>/dev/null | cut -f2 || true)
         if [[ $state == Synced ]]; then return 0; fi
