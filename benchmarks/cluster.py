@@ -4,8 +4,8 @@ the run and stopped after it, on their own ports and data directories).
 
 1. Galera: claims per second with 1, 8 and 16 writer processes, all through one node vs
    spread over the three nodes (each writer's claims go to the nodes in turn; each claim
-   1 VCPU on one of 16 providers with room for all; a claim retries on generation and
-   certification conflicts as usual).
+   1 VCPU on one of 16 providers with room for all, for one of 100 projects; a claim
+   retries on generation and certification conflicts as usual).
 2. PostgreSQL: allocation-candidates latency (median of ``--repeat`` requests) on the hot
    standby vs the primary, 200 providers.
 
@@ -87,7 +87,12 @@ def _claimer(
         db = dbs[turn % len(dbs)]
         turn += 1
         request = ConsumerAllocations(
-            str(uuid.uuid4()), "p", "u", "INSTANCE", None, {rng.choice(rps): {"VCPU": 1}}
+            str(uuid.uuid4()),
+            f"p{rng.randrange(100)}",
+            "u",
+            "INSTANCE",
+            None,
+            {rng.choice(rps): {"VCPU": 1}},
         )
         try:
             alloc_api.replace_allocations(db, request)
