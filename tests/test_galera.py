@@ -167,6 +167,16 @@ def test_no_table_locks_in_the_package() -> None:
 # ------------------------------------------------------------------ certification
 
 
+@pytest.mark.parametrize("code", [1213, 1205, 1180])
+def test_galera_commit_failures_are_retryable(code: int) -> None:
+    """Galera reports a lost certification as 1213 (deadlock) at COMMIT, sometimes as
+    1205 or 1180 ("Got error ... during COMMIT"): all mean "retry on fresh data"."""
+    import pymysql
+
+    error = sa.exc.OperationalError("COMMIT", {}, pymysql.err.OperationalError(code, "wsrep"))
+    assert dialects.is_retryable(error)
+
+
 def test_a_certification_conflict_at_commit_is_a_retriable_concurrent_update(
     nodes: list[str],
 ) -> None:
