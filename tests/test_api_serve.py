@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,11 +14,7 @@ from typing import Any
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.serving import free_port, serve_command
 
 
 def _request(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -54,24 +48,11 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 def test_serve_on_a_real_socket(db, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     url = db.url.render_as_string(hide_password=False)
     log = tmp_path / "access.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "rpquery",
-        "--db",
-        url,
-        "serve",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "--access-log",
-        str(log),
-    ]
+    cmd = serve_command(url, port, access_log=str(log))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
     try:
         _wait_ready(base, proc)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -23,6 +21,7 @@ import pytest
 
 from rpquery import migrations
 from rpquery.db import Database
+from tests.serving import free_port, serve_command
 
 ROOT = Path(__file__).resolve().parent.parent
 OPENSTACK = ROOT / ".venv-osc" / "bin" / "openstack"
@@ -33,11 +32,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture
 def endpoint(tmp_path: Path) -> Iterator[str]:
@@ -46,22 +40,9 @@ def endpoint(tmp_path: Path) -> Iterator[str]:
     db = Database(url)
     migrations.upgrade(db)
     db.dispose()
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rpquery",
-            "--db",
-            url,
-            "serve",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "--access-log",
-            "off",
-        ],
+        serve_command(url, port, access_log="off"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
