@@ -217,16 +217,18 @@ class _Collector:
         self,
         providers: set[int],
         blocked: frozenset[int] = frozenset(),
+        local_only: frozenset[int] = frozenset(),
     ) -> dict[int, list[int]]:
         """Anchor root → providers that may serve it (its own, then sharing ones; none
-        of the sharing ones for a ``blocked`` anchor)."""
+        of the sharing ones for a ``blocked`` anchor, and a ``local_only`` sharing
+        provider for its own tree only)."""
         out: dict[int, set[int]] = defaultdict(set)
         for rp in providers:
             out[self.root_of[rp]].add(rp)
             self.local_roots.add(self.root_of[rp])
         for root, sharing in self.shared_with.items():
             if root not in blocked:
-                out[root].update(sharing & providers)
+                out[root].update((sharing & providers) - local_only)
         return {root: sorted(rps) for root, rps in out.items()}
 
 
@@ -319,6 +321,31 @@ def _roots_in_stmt(agg_uuids: tuple[str, ...]) -> sa.Select:
     return q.roots_in_aggregates_stmt(agg_uuids)
 
 
+def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
+    """Sharing providers that may serve only their own tree in the unsuffixed group:
+    every one with ``in_tree`` (as in Placement, ``in_tree`` there fixes the anchor
+    to that tree: no sharing provider serves another tree, nor one of that tree serves
+    another anchor), else the children passing ``member_of`` only through their root
+    (:func:`rpquery.candidates_sql.local_sharing_stmt`; one statement, only with
+    ``member_of`` and sharing providers in play)."""
+    if g.is_granular or not col.shared_with:
+        return frozenset()
+    sharing = frozenset().union(*col.shared_with.values())
+    if g.in_tree is not None:
+        return sharing
+    if not g.member_of:
+        return frozenset()
+    stmt = _local_sharing_stmt(g.member_of)
+    return frozenset(
+        int(rp) for (rp,) in driver_rows(run.conn, stmt, {"local_ids": sorted(sharing)})
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _local_sharing_stmt(member_of: tuple[frozenset[str], ...]) -> sa.Select:
+    return q.local_sharing_stmt(member_of, q.ids_param("local_ids"))
+
+
 def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     names = run.names
     if not g.resources:
@@ -333,8 +360,9 @@ def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
         ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
         return [Slot(g.suffix, "granular", amounts, col.choices(ok))]
     blocked = _blocked_anchors(run, g, col)
+    local_only = _local_only(run, g, col)
     return [
-        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())), blocked=blocked))
+        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())), blocked, local_only))
         for rc, amt in amounts
     ]
 

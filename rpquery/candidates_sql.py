@@ -257,6 +257,23 @@ def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
     )
 
 
+def local_sharing_stmt(member_of: Sequence[frozenset[str]], sharing_ids: Ids) -> Select:
+    """Sharing providers that are children not themselves in every ``member_of`` term:
+    in the unsuffixed group they pass through their root's aggregates, and then serve
+    their own tree only (Placement offers a sharing provider to other trees only when
+    it is itself in the requested aggregates).
+
+    ``SELECT rp.id FROM resource_providers rp WHERE rp.id IN (:sharing)
+    AND rp.parent_provider_id IS NOT NULL AND NOT (<own aggregates meet every term>)``
+    """
+    rp = resource_providers.alias("rp")
+    return sa.select(rp.c.id).where(
+        rp.c.id.in_(_ids(sharing_ids)),
+        rp.c.parent_provider_id.is_not(None),
+        sa.not_(clauses.in_every_aggregate_set(rp.c.id, member_of)),
+    )
+
+
 def sharing_stmt(names: Names, rc_ids: Sequence[int], *, any_class: bool = False) -> Select:
     """(sharing provider, root of a tree it shares with, requested class it has) rows.
 

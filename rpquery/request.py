@@ -517,6 +517,10 @@ def parse_candidates(params: Params) -> CandidatesRequest:
     suffixes = _split_keys(multi, _GLOBAL_KEYS)
     groups = tuple(_group_from(s, multi) for s in suffixes)
     policy = _single("group_policy", multi["group_policy"]) if "group_policy" in multi else None
+    if len(multi.get("root_required", [])) > 1:  # Placement answers 400 (no AND of them)
+        raise _fail(
+            "request.duplicate_parameter", "root_required may be given once", "root_required"
+        )
     root_req, root_forb = _parse_root_required(multi.get("root_required", []))
     subtrees = tuple(tuple(_items("same_subtree", v)) for v in multi.get("same_subtree", []))
     return CandidatesRequest(

@@ -79,8 +79,9 @@ def _aggregates_ok(cloud: Cloud, g: RequestGroup, name: str, anchor: str) -> boo
 
     Suffixed groups: the provider's own aggregates. The unsuffixed group: the provider
     or its root must itself be in every ``member_of`` term (terms are not split between
-    the two); a forbidden aggregate excludes the provider when it, its root or the
-    anchor root it serves (a sharing provider's "root" in Placement) is a member."""
+    the two), and a sharing provider serving another tree must be in every term itself;
+    a forbidden aggregate excludes the provider when it, its root or the anchor root it
+    serves (a sharing provider's "root" in Placement) is a member."""
     x = cloud.p[name]
     if g.suffix:
         return all(x.aggs & s for s in g.member_of) and not x.aggs & g.forbidden_aggs
@@ -91,6 +92,8 @@ def _aggregates_ok(cloud: Cloud, g: RequestGroup, name: str, anchor: str) -> boo
 
     if g.member_of and not (in_every_term(x) or in_every_term(root)):
         return False
+    if g.member_of and anchor != root.name and not in_every_term(x):
+        return False  # a sharing provider serves other trees only if itself in every term
     return not (x.aggs | root.aggs | cloud.p[anchor].aggs) & g.forbidden_aggs
 
 
@@ -104,6 +107,8 @@ def _filters_ok(
         tree_root = next((n for n, p in cloud.p.items() if p.uuid == g.in_tree), None)
         if tree_root is None or cloud.root(name) != cloud.root(tree_root):
             return False
+        if not g.suffix and anchor != cloud.root(tree_root):
+            return False  # the unsuffixed group's in_tree is its anchor tree too
     return not with_required or all(x.traits & s for s in g.required)
 
 

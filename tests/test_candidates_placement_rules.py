@@ -288,6 +288,116 @@ def test_forbidden_aggregate_of_the_anchor_excludes_its_sharing_providers(db: Da
     }
 
 
+# ------------------------------------------------------------------ in_tree and sharing
+
+
+@pytest.fixture
+def shared(db: Database) -> Cloud:
+    """cn1 (VCPU, MULTI_ATTACH) and ss1 (sharing DISK_GB) in S; P (VCPU, AVX2, in A)
+    → P_ss (a child sharing DISK_GB through S2 only); cn2 (VCPU) in S2."""
+    with db.begin() as conn:
+        refs = {
+            "cn1": provider(
+                conn,
+                "cn1",
+                inventory={"VCPU": 8},
+                traits=["COMPUTE_VOLUME_MULTI_ATTACH"],
+                aggregates=[AGG_S],
+            ),
+            "ss1": provider(
+                conn, "ss1", inventory={"DISK_GB": 100}, traits=SHARES, aggregates=[AGG_S]
+            ),
+            "P": provider(
+                conn, "P", inventory={"VCPU": 8}, traits=["HW_CPU_X86_AVX2"], aggregates=[AGG_A]
+            ),
+        }
+        refs["P_ss"] = provider(
+            conn,
+            "P_ss",
+            parent=refs["P"],
+            inventory={"DISK_GB": 100},
+            traits=SHARES,
+            aggregates=[AGG_B],
+        )
+        refs["cn2"] = provider(conn, "cn2", inventory={"VCPU": 8}, aggregates=[AGG_B])
+    return Cloud(db, refs)
+
+
+def disk_with(vcpu_on: str | None, disk_on: str, group: str = "_1") -> Request:
+    """A candidate: 10 DISK_GB on ``disk_on`` for the unsuffixed group (or ``group``
+    when ``vcpu_on`` is None: then VCPU is unsuffixed), VCPU on ``vcpu_on``."""
+    if vcpu_on is None:
+        return (((disk_on, "DISK_GB", 10),), (("", (disk_on,)),))
+    allocs = tuple(sorted(((vcpu_on, "VCPU", 1), (disk_on, "DISK_GB", 10))))
+    return allocs, (("", (disk_on,)), (group, (vcpu_on,)))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # in_tree=<sharing provider> anchors the unsuffixed group in that provider's
+        # own tree: root_required is checked on ss1, which lacks the trait
+        ("in_tree={ss1}&root_required=COMPUTE_VOLUME_MULTI_ATTACH", set()),
+        ("in_tree={ss1}", {disk_with(None, "ss1")}),
+        # ... and no other group may come from another tree: ss1 holds no VCPU
+        ("in_tree={ss1}&resources_1=VCPU:1", set()),
+        # a child sharing provider: its own tree (P) only, not cn2 it shares with
+        ("in_tree={P_ss}&resources_1=VCPU:1", {disk_with("P", "P_ss")}),
+        ("in_tree={P}&resources_1=VCPU:1", {disk_with("P", "P_ss")}),
+    ],
+)
+def test_in_tree_of_the_unsuffixed_group_is_its_anchor_tree(
+    shared: Cloud, query: str, expected: set[Request]
+) -> None:
+    """Found by the differential test (seeds 134, 169): Placement's answers."""
+    uuids = {name: ref.uuid for name, ref in shared.refs.items()}
+    got = allocation_candidates(shared.db, "resources=DISK_GB:10&" + query.format(**uuids))
+    assert by_name(shared.db, got) == expected
+
+
+def test_in_tree_of_a_suffixed_group_still_shares_with_other_trees(shared: Cloud) -> None:
+    got = allocation_candidates(
+        shared.db,
+        f"resources=VCPU:1&resources_D=DISK_GB:10&in_tree_D={shared.refs['ss1'].uuid}"
+        "&root_required=COMPUTE_VOLUME_MULTI_ATTACH",
+    )
+    assert by_name(shared.db, got) == {
+        ((("cn1", "VCPU", 1), ("ss1", "DISK_GB", 10)), (("", ("cn1",)), ("_D", ("ss1",))))
+    }
+
+
+def test_child_sharing_provider_serves_other_trees_only_if_itself_in_member_of(
+    shared: Cloud,
+) -> None:
+    """P_ss passes member_of=A through its root P only: Placement offers it to its own
+    tree, not to cn2 it shares with (a sharing provider must itself be in the
+    requested aggregates to serve another tree)."""
+    db = shared.db
+    query = f"resources=DISK_GB:10&member_of={AGG_A}&resources_1=VCPU:1"
+    assert by_name(db, allocation_candidates(db, query)) == {disk_with("P", "P_ss")}
+    no_p = query + "&root_required=!HW_CPU_X86_AVX2"
+    assert by_name(db, allocation_candidates(db, no_p)) == set()
+    # itself in S2: it serves P (its own tree) and cn2
+    query = f"resources=DISK_GB:10&member_of={AGG_B}&resources_1=VCPU:1"
+    assert by_name(db, allocation_candidates(db, query)) == {
+        disk_with("P", "P_ss"),
+        disk_with("cn2", "P_ss"),
+    }
+
+
+def test_root_required_may_be_given_once(shared: Cloud) -> None:
+    """Placement: 400 "Query parameter 'root_required' may only be specified once"."""
+    with pytest.raises(InvalidRequest) as err:
+        allocation_candidates(
+            shared.db,
+            "resources=VCPU:1&root_required=HW_CPU_X86_AVX2&root_required=!CUSTOM_GOLD",
+        )
+    assert (err.value.code, err.value.token) == (
+        "rpquery.request.duplicate_parameter",
+        "root_required",
+    )
+
+
 # ------------------------------------------------------------------ rule 7
 
 

@@ -109,6 +109,11 @@ BAD = [
     ("resources=VCPU:1,VCPU:2", "rpquery.request.duplicate_resource", "VCPU"),
     ("resources=vcpu:1", "rpquery.resource_class.bad_name", "vcpu"),
     ("resources=VCPU:1&resources=MEMORY_MB:1", "rpquery.request.duplicate_parameter", "resources"),
+    (
+        "resources=VCPU:1&root_required=CUSTOM_A&root_required=!CUSTOM_B",
+        "rpquery.request.duplicate_parameter",
+        "root_required",
+    ),
     ("resources=VCPU:1&member_of=not-a-uuid", "rpquery.request.bad_aggregate", "not-a-uuid"),
     (
         f"resources=VCPU:1&member_of={AGG1},{AGG2}",

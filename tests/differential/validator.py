@@ -16,9 +16,11 @@ one anchor tree or sharing with it (``MISC_SHARES_VIA_AGGREGATE``, a common
 aggregate); unsuffixed traits collectively, forbidden ones on every provider;
 ``member_of`` of the unsuffixed group on the providers that are in every term
 themselves, accepted for a provider or its root, forbidden aggregates on a provider or
-its root; suffixed groups' filters on their own provider; ``in_tree`` on every
-provider a group uses; ``isolate`` over every suffixed group; ``same_subtree`` as one
-provider being an ancestor of all others; ``root_required`` on the anchor.
+its root (a sharing provider serving another tree must be in every term itself);
+suffixed groups' filters on their own provider; ``in_tree`` on every provider a group
+uses, the unsuffixed group's also fixing the anchor tree; ``isolate`` over every
+suffixed group; ``same_subtree`` as one provider being an ancestor of all others;
+``root_required`` on the anchor.
 """
 
 from __future__ import annotations
@@ -203,6 +205,14 @@ class Validator:
     def _anchor(self, q: Query, maps: dict[str, list[str]]) -> list[str]:
         used = set(_flat(maps.values()))
         roots = set.intersection(*(self.anchors(n) for n in used)) if used else set()
+        for g in q.groups:
+            if g.suffix or not g.resources:
+                continue
+            if g.in_tree is not None:  # the unsuffixed group's in_tree is the anchor tree
+                roots &= {self.tree_of(g.in_tree)}
+            for n in maps.get("", []) if g.member_of else []:
+                if not all(s & self.p[n].aggs for s in g.member_of):
+                    roots &= {self.cloud.root(n)}  # a sharing provider in only via its root
         if not roots:
             return [f"no one anchor tree for {sorted(used)}"]
         ok = [
