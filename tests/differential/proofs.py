@@ -26,7 +26,8 @@ bug holds for this request — never by request ids or seeds:
     HTTP 500 on PostgreSQL: forbidden traits (candidates), or ``GET /usages`` at 1.38+
     (a non-portable GROUP BY). Proof: candidates are re-asked of Placement without the
     forbidden traits and the forbidden ones removed by the validator, which must give
-    rpquery's answer; usages are re-asked at 1.37 (no types) and both that total and
+    rpquery's answer (a resourceless group left with no filter keeps a harmless one:
+    any trait of the cloud); usages are re-asked at 1.37 (no types) and both that total and
     rpquery's answer must equal the usages recomputed from the cloud's allocations.
 ``lazy_name_check`` (found by this test, not in issue 14's list)
     Placement resolves trait and class names group by group and stops at the first
@@ -256,6 +257,7 @@ class Judge:
         relaxed = [(k, _drop_forbidden(v) if k.startswith(("required", "root_required")) else v)
                    for k, v in q.pairs if k != "limit"]  # fmt: skip
         relaxed = [(k, v) for k, v in relaxed if v]
+        relaxed += self.keep_groups(q, relaxed)
         again = Query(**{**q.__dict__, "pairs": relaxed})
         answer = placement_answer(self.placement.ask([{"path": again.path}])[0])
         if answer.status != 200:
@@ -279,6 +281,21 @@ class Judge:
             if bug is not None:
                 return f"postgresql_500+{bug}", ""
         return None, "Placement 500; its answer without the forbidden traits, filtered, differs"
+
+    def keep_groups(self, q: Query, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """A harmless filter for each resourceless group the relaxed request leaves with
+        none (it had forbidden traits only): without one Placement has no such group
+        (``same_subtree`` naming it is a 400). Any trait of the cloud: the re-asked
+        answer still holds every candidate whose provider for that group has a trait,
+        and the validator judges them by the original request."""
+        keys = {k for k, _ in pairs}
+        every = ",".join(self.cloud.traits_used())
+        return [
+            (f"required{g.suffix}", f"in:{every}")
+            for g in q.groups
+            if g.suffix and not g.resources and every
+            if not keys & {f"required{g.suffix}", f"member_of{g.suffix}"}
+        ]
 
     def usages_500(self, q: Query, ours: Answer) -> Verdict:
         params = dict(q.pairs)
