@@ -131,6 +131,30 @@ def test_forbidden_trait_on_nested_trees(db: Database) -> None:
     }
 
 
+def test_child_sharing_provider_for_another_tree_alone(db: Database) -> None:
+    """A sharing provider that is a child (P_ss under P) serves cn2, sharing S with it,
+    while P's own tree has no candidate (root_required rules P out): Placement answers
+    HTTP 500 on every backend (it looks up the summary of P_ss, which it only builds
+    for the trees of the group's own providers: ``KeyError``). rpquery answers."""
+    with db.begin() as conn:
+        p = provider(conn, "P", inventory={"VCPU": 8}, traits=["HW_CPU_X86_AVX2"])
+        provider(
+            conn,
+            "P_ss",
+            parent=p,
+            inventory={"DISK_GB": 100},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+            aggregates=[AGG_S],
+        )
+        provider(conn, "cn2", inventory={"VCPU": 8}, aggregates=[AGG_S])
+    got = allocation_candidates(
+        db, "resources=DISK_GB:10&resources_1=VCPU:1&root_required=!HW_CPU_X86_AVX2"
+    )
+    assert by_name(db, got) == {
+        ((("P_ss", "DISK_GB", 10), ("cn2", "VCPU", 1)), (("", ("P_ss",)), ("_1", ("cn2",))))
+    }
+
+
 @pytest.mark.parametrize(
     ("group", "code"),
     [
