@@ -61,7 +61,7 @@ def script(name: str, *args: str) -> str:
     return done.stdout
 
 
-def fresh_database(admin_url: str, migrate_on: str | None = None) -> str:
+def fresh_database(admin_url: str) -> str:
     name = f"rpq_bench_{uuid.uuid4().hex[:8]}"
     engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:

@@ -379,13 +379,9 @@ class SearchBudget:
     never interleaved); going past ``max_steps`` raises :class:`TooComplex`
     (``rpquery.candidates.too_complex``) instead of running on.
 
-    >>> budget = SearchBudget(2)
-    >>> budget.spend(2); budget.steps
-    2
-    >>> try:
-    ...     budget.spend(1)
-    ... except TooComplex as exc:
-    ...     exc.code
+    >>> budget = SearchBudget(2); budget.steps
+    0
+    >>> budget.exceeded().code
     'rpquery.candidates.too_complex'
     """
 
@@ -394,11 +390,6 @@ class SearchBudget:
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
         self.max_steps = max_steps
         self.steps = 0
-
-    def spend(self, steps: int) -> None:
-        self.steps += steps
-        if self.steps > self.max_steps:
-            raise self.exceeded()
 
     def exceeded(self) -> TooComplex:
         return TooComplex(

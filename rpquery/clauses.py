@@ -23,7 +23,6 @@ from sqlalchemy.sql import ColumnElement, FromClause, Select
 
 from rpquery import dialects
 from rpquery.tables import (
-    inventories,
     placement_aggregates,
     provider_usages,
     resource_provider_aggregates,
@@ -150,28 +149,6 @@ def _members(agg_uuids: Collection[str]) -> Select:
     )
 
 
-def in_aggregates(
-    rp_id: Col, agg_uuids: Collection[str], root_id: Col | None = None
-) -> ColumnElement[bool]:
-    """The provider (or, with ``root_id``, its root) is in one of the aggregates: one
-    ``member_of`` term (:func:`in_every_aggregate_set` for several).
-
-    ``EXISTS (SELECT 1 FROM resource_provider_aggregates rpa, placement_aggregates pa
-    WHERE rpa.aggregate_id = pa.id AND pa.uuid IN (:aggs)
-    AND rpa.resource_provider_id = :rp)``, or with ``root_id``
-    ``:rp IN (<members>) OR :root IN (<members>)``, members being the uncorrelated
-    ``SELECT rpm.resource_provider_id FROM resource_provider_aggregates rpm JOIN
-    placement_aggregates pam ... WHERE pam.uuid IN (:aggs)``.
-
-    Why the two forms: one correlated ``EXISTS`` with ``rpa.resource_provider_id IN
-    (:rp, :root)`` can only be a nested loop comparing every row with every member on
-    PostgreSQL (69 ms for a selective ``member_of`` over the whole cloud at 5,000
-    hosts), and two correlated ``EXISTS`` under ``OR`` ran as per-row subplans
-    (420 ms). An uncorrelated ``IN`` is computed once and hashed.
-    """
-    return in_every_aggregate_set(rp_id, [agg_uuids], root_id)
-
-
 def in_every_aggregate_set(
     rp_id: Col, member_of: Sequence[Collection[str]], root_id: Col | None = None
 ) -> ColumnElement[bool]:
@@ -185,6 +162,12 @@ def in_every_aggregate_set(
 
         (:rp IN (<members 1>) AND :rp IN (<members 2>) ...)
         OR (:root IN (<members 1>) AND :root IN (<members 2>) ...)
+
+    Why uncorrelated ``IN``: one correlated ``EXISTS`` with ``rpa.resource_provider_id
+    IN (:rp, :root)`` can only be a nested loop comparing every row with every member
+    on PostgreSQL (69 ms for a selective ``member_of`` over the whole cloud at 5,000
+    hosts), and two correlated ``EXISTS`` under ``OR`` ran as per-row subplans
+    (420 ms). An uncorrelated ``IN`` is computed once and hashed.
     """
     if root_id is None:
         return sa.and_(*(_agg_member(rp_id, aggs) for aggs in member_of))
@@ -208,33 +191,4 @@ def in_tree(root_id: Col, tree_uuid: str) -> ColumnElement[bool]:
     t = resource_providers.alias("tree")
     return (
         root_id == sa.select(t.c.root_provider_id).where(t.c.uuid == tree_uuid).scalar_subquery()
-    )
-
-
-def shares_with_tree(sharing_rp_id: Col, root_id: Col) -> ColumnElement[bool]:
-    """The (sharing) provider shares an aggregate with some provider of the tree.
-
-    ``EXISTS (SELECT 1 FROM resource_provider_aggregates sa
-    JOIN resource_provider_aggregates ta ON ta.aggregate_id = sa.aggregate_id
-    JOIN resource_providers tp ON tp.id = ta.resource_provider_id
-    WHERE sa.resource_provider_id = :sharing AND tp.root_provider_id = :root)``
-    """
-    sa_ = resource_provider_aggregates.alias("sagg")
-    ta = resource_provider_aggregates.alias("tagg")
-    tp = resource_providers.alias("tp")
-    return _exists(
-        [sa_, ta, tp],
-        sa_.c.resource_provider_id == sharing_rp_id,
-        ta.c.aggregate_id == sa_.c.aggregate_id,
-        tp.c.id == ta.c.resource_provider_id,
-        tp.c.root_provider_id == root_id,
-    )
-
-
-def has_inventory(rp_id: Col, rc_ids: Collection[int]) -> ColumnElement[bool]:
-    """``EXISTS (SELECT 1 FROM inventories WHERE resource_provider_id = :rp
-    AND resource_class_id IN (:rcs))``"""
-    inv = inventories.alias("hinv")
-    return _exists(
-        [inv], inv.c.resource_provider_id == rp_id, inv.c.resource_class_id.in_(sorted(rc_ids))
     )

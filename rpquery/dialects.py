@@ -1,8 +1,8 @@
 """Everything that differs between SQLite, PostgreSQL and MySQL/MariaDB, in one place.
 
-Builders use the portable constructs defined here (``random_order()``, ``greatest()``,
-``least()``) and executors use the coercion and error-classification helpers; nothing
-else in rpquery checks ``dialect.name``.
+Builders use the portable constructs defined here (``random_order()``, ``least()``,
+``floor_int()``) and executors use the coercion and error-classification helpers;
+nothing else in rpquery checks ``dialect.name``.
 
 >>> from sqlalchemy.dialects import mysql, postgresql, sqlite
 >>> str(random_order().compile(dialect=mysql.dialect()))
@@ -59,24 +59,6 @@ def _random_default(element: random_order, compiler: Any, **kw: Any) -> str:
 @compiles(random_order, "mysql")
 def _random_mysql(element: random_order, compiler: Any, **kw: Any) -> str:
     return "rand()"
-
-
-class greatest(FunctionElement[int]):  # noqa: N801
-    """``GREATEST(a, b, ...)``; SQLite spells it as multi-argument ``max()``."""
-
-    inherit_cache = True
-    type = Integer()
-    name = "greatest"
-
-
-@compiles(greatest)
-def _greatest_default(element: greatest, compiler: Any, **kw: Any) -> str:
-    return f"greatest({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(greatest, "sqlite")
-def _greatest_sqlite(element: greatest, compiler: Any, **kw: Any) -> str:
-    return f"max({compiler.process(element.clauses, **kw)})"
 
 
 class floor_int(FunctionElement[int]):  # noqa: N801
@@ -591,42 +573,6 @@ def block_writers(conn: Connection, tables: Sequence[str]) -> None:
     behind this write transaction anyway."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
-
-
-class per_row_test(ColumnElement[bool]):  # noqa: N801 - reads like a SQL function
-    """A correlated ``EXISTS`` that should stay a per-row filter.
-
-    MariaDB turns such an ``EXISTS`` into a semi-join and materialises it for every
-    row before a ``LIMIT`` can stop the scan; ``(1 = 0 OR EXISTS ...)`` keeps it
-    per row there. PostgreSQL plans the plain form well (an ``OR`` would make it a
-    hashed subplan over every row), so other dialects get the clause unchanged.
-    """
-
-    inherit_cache = True
-    type = Boolean()
-    _is_implicitly_boolean = True  # a predicate: no "= 1" where booleans are ints
-
-    def __init__(self, clause: ColumnElement[bool]) -> None:
-        self.clause = clause
-
-    @property
-    def _from_objects(self) -> list[Any]:
-        return self.clause._from_objects
-
-    def get_children(self, **kw: Any) -> tuple[ColumnElement[bool], ...]:
-        return (self.clause,)
-
-    _traverse_internals = [("clause", InternalTraversal.dp_clauseelement)]
-
-
-@compiles(per_row_test)
-def _per_row_default(element: per_row_test, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.clause, **kw))
-
-
-@compiles(per_row_test, "mysql")
-def _per_row_mysql(element: per_row_test, compiler: Any, **kw: Any) -> str:
-    return f"(1 = 0 OR {compiler.process(element.clause, **kw)})"
 
 
 class _IntListText(TypeDecorator[Any]):

@@ -114,12 +114,6 @@ class RequestGroup:
     def is_granular(self) -> bool:
         return bool(self.suffix)
 
-    @property
-    def has_filters(self) -> bool:
-        return bool(self.required or self.forbidden or self.member_of or self.forbidden_aggs) or (
-            self.in_tree is not None
-        )
-
     def trait_names(self) -> set[str]:
         return set().union(self.forbidden, *self.required)
 

@@ -440,12 +440,6 @@ def project_usages_statement(
     return shape.params(_usage_params(project_id, user_id, consumer_type))
 
 
-def project_totals_statement(project_id: str, *, user_id: str | None = None) -> Select[Any]:
-    """Pre-1.38 ``GET /usages`` by scanning the allocations (the reference for
-    :func:`summary_totals_statement`): usage per class, no types."""
-    return _totals_shape(user_id is not None).params(_usage_params(project_id, user_id, None))
-
-
 def summary_usages_statement(
     project_id: str, *, user_id: str | None = None, consumer_type: str | None = None
 ) -> Select[Any]:
@@ -654,14 +648,6 @@ def render_total_usages(totals: dict[str, int]) -> dict[str, Any]:
 def render_provider_usages(generation: int, usages: dict[str, int]) -> dict[str, Any]:
     """``GET /resource_providers/{uuid}/usages`` body."""
     return {"resource_provider_generation": generation, "usages": dict(usages)}
-
-
-def render_provider_allocations(view: ProviderAllocations) -> dict[str, Any]:
-    """``GET /resource_providers/{uuid}/allocations`` body."""
-    return {
-        "resource_provider_generation": view.generation,
-        "allocations": {c: {"resources": dict(r)} for c, r in view.allocations.items()},
-    }
 
 
 def render_consumer_allocations(view: ConsumerView) -> dict[str, Any]:

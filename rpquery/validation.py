@@ -99,10 +99,6 @@ def canonical_uuid(value: object) -> str | None:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def is_uuid(value: object) -> bool:
-    return canonical_uuid(value) is not None
-
-
 def check_uuid(value: object, code: str, what: str = "uuid") -> str:
     """``value`` canonical (lower case, hyphenated), or ``InvalidRequest`` ``code``."""
     canonical = canonical_uuid(value)
