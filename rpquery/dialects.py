@@ -39,8 +39,6 @@ from sqlalchemy.types import (
     Unicode,
 )
 
-from rpquery.errors import SchemaError
-
 # ---------------------------------------------------------------- SQL constructs
 
 
@@ -647,39 +645,3 @@ def _in_id_list_sqlite(element: in_id_list, compiler: Any, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
     param = compiler.process(bindparam(element.name, type_=_IntListText("[]")), **kw)
     return f"{column} IN (SELECT value FROM json_each({param}))"
-
-
-#: "Not allowed" as MySQL/MariaDB error numbers and as PostgreSQL's SQLSTATE.
-_MYSQL_PRIVILEGE_ERRORS = frozenset({1142, 1227, 1419})
-_PG_PRIVILEGE_ERROR = "42501"
-
-
-def create_triggers(bind: Connection, statements: Sequence[str], what: str) -> None:
-    """Run trigger DDL (migrations); a refusal for lack of privilege becomes
-    ``SchemaError("rpquery.schema.trigger_privilege")`` saying what to grant."""
-    for sql in statements:
-        try:
-            bind.exec_driver_sql(sql)
-        except exc.DBAPIError as error:
-            orig = error.orig
-            args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
-            refused = getattr(orig, "sqlstate", None) == _PG_PRIVILEGE_ERROR or (
-                bool(args) and args[0] in _MYSQL_PRIVILEGE_ERRORS
-            )
-            if not refused:
-                raise
-            if bind.dialect.name == "postgresql":
-                hint = (
-                    "Run the upgrade as the owner of Placement's tables (or grant "
-                    "TRIGGER on them and CREATE on the schema)."
-                )
-            else:
-                hint = (
-                    "Grant TRIGGER on the database (GRANT TRIGGER ON <db>.* TO <user>) "
-                    "and, when binary logging is on, set log_bin_trust_function_creators=1 "
-                    "(or run the upgrade as a user with SUPER)."
-                )
-            raise SchemaError(
-                "rpquery.schema.trigger_privilege",
-                f"rpquery needs to create triggers {what} and was refused: {orig}. {hint}",
-            ) from error

@@ -1,7 +1,13 @@
 """Migrations: walk every revision up and down on every backend; the migrated schema
-equals ``rpquery.tables``; a Placement database is recognised and kept."""
+equals ``rpquery.tables``; a Placement database is recognised and kept; migrations
+import no live code."""
 
 from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+from pathlib import Path
 
 import os_resource_classes as orc
 import os_traits
@@ -11,6 +17,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+import rpquery
 from rpquery import migrations
 from rpquery.db import Database
 from rpquery.errors import SchemaError
@@ -131,3 +138,55 @@ def test_require_current(fresh_db: Database) -> None:
     assert info.value.code == "rpquery.schema.outdated"
     migrations.upgrade(fresh_db)
     migrations.require_current(fresh_db)
+
+
+# ---------------------------------------------------------------- frozen migrations
+
+#: What a migration (``schema/versions/*.py``) and ``schema/frozen.py`` may import from
+#: rpquery: the public package's ``__all__`` (``SchemaError``) and the frozen helpers.
+#: Anything else is live code, whose later edits would change what a released revision
+#: does (docs/design.md#schema).
+FROZEN_MAY_IMPORT = {"rpquery", "rpquery.schema.frozen"}
+
+
+def _live_imports(source: str) -> list[str]:
+    """The imports of rpquery code outside :data:`FROZEN_MAY_IMPORT` (or, from
+    ``rpquery`` itself, of names outside its ``__all__``)."""
+    bad: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [(a.name, ["*"]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [(node.module, [a.name for a in node.names])]
+        else:
+            continue
+        for module, names in modules:
+            if module.split(".")[0] != "rpquery":
+                continue
+            if module not in FROZEN_MAY_IMPORT:
+                bad.append(module)
+            elif module == "rpquery":
+                bad += [f"rpquery.{n}" for n in names if n not in rpquery.__all__]
+    return bad
+
+
+def test_the_import_check_finds_live_imports() -> None:
+    assert _live_imports("from rpquery.dialects import ExactText") == ["rpquery.dialects"]
+    assert _live_imports("import rpquery.tables") == ["rpquery.tables"]
+    assert _live_imports("from rpquery import dialects, SchemaError") == ["rpquery.dialects"]
+    assert _live_imports("from rpquery import SchemaError\nimport sqlalchemy") == []
+
+
+def test_migrations_import_no_live_code() -> None:
+    schema = migrations.schema_dir()
+    files = [*sorted((schema / "versions").glob("rpq*.py")), schema / "frozen.py"]
+    assert len(files) > 7
+    found = {f.name: _live_imports(f.read_text()) for f in files}
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+def test_frozen_helpers_doctests() -> None:
+    frozen = importlib.import_module("rpquery.schema.frozen")
+    assert Path(frozen.__file__ or "").name == "frozen.py"
+    result = doctest.testmod(frozen)
+    assert result.attempted > 0 and result.failed == 0

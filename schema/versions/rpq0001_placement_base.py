@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from rpquery.errors import SchemaError
+from rpquery import SchemaError
 
 revision = "rpq0001"
 down_revision = None

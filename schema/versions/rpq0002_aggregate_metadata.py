@@ -10,17 +10,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from rpquery.dialects import ExactText
+from rpquery.schema.frozen import exact_text
 
 revision = "rpq0002"
 down_revision = "rpq0001"
 branch_labels = None
 depends_on = None
-
-
-def _exact_text(length: int) -> sa.types.TypeEngine[str]:
-    # Byte-for-byte comparison on MySQL/MariaDB too (binary NO PAD collation).
-    return ExactText(length)
 
 
 def upgrade() -> None:
@@ -30,8 +25,8 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(), nullable=True),
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("aggregate_uuid", sa.String(36), nullable=False),
-        sa.Column("key", _exact_text(255), nullable=False),
-        sa.Column("value", _exact_text(255), nullable=False),
+        sa.Column("key", exact_text(255), nullable=False),
+        sa.Column("value", exact_text(255), nullable=False),
         sa.PrimaryKeyConstraint("id", name="rpq_aggregate_metadata_pkey"),
         sa.UniqueConstraint(
             "aggregate_uuid", "key", name="uniq_rpq_aggregate_metadata0aggregate_uuid_key"

@@ -14,17 +14,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from rpquery.dialects import ExactText
+from rpquery.schema.frozen import exact_text
 
 revision = "rpq0004"
 down_revision = "rpq0003"
 branch_labels = None
 depends_on = None
-
-
-def _exact_text(length: int) -> sa.types.TypeEngine[str]:
-    # Byte-for-byte comparison on MySQL/MariaDB too (binary NO PAD collation).
-    return ExactText(length)
 
 
 def _timestamps() -> list[sa.Column]:
@@ -41,7 +36,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("instance_uuid", sa.String(36), nullable=False),
         sa.Column("namespace", sa.String(32), nullable=False),
-        sa.Column("tag", _exact_text(60), nullable=False),
+        sa.Column("tag", exact_text(60), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.PrimaryKeyConstraint("id", name="rpq_instance_tags_pkey"),
         sa.UniqueConstraint(
@@ -68,7 +63,7 @@ def upgrade() -> None:
         sa.Column("job_id", sa.String(64), nullable=False),
         sa.Column("instance_uuid", sa.String(36), nullable=False),
         sa.Column("namespace", sa.String(32), nullable=False),
-        sa.Column("tag", _exact_text(60), nullable=False),
+        sa.Column("tag", exact_text(60), nullable=False),
         sa.Column("op", sa.String(8), nullable=False),
         sa.PrimaryKeyConstraint("id", name="rpq_instance_tag_jobs_pkey"),
         sa.UniqueConstraint(
@@ -85,8 +80,8 @@ def upgrade() -> None:
         *_timestamps(),
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("namespace", sa.String(32), nullable=False),
-        sa.Column("tag_a", _exact_text(60), nullable=False),
-        sa.Column("tag_b", _exact_text(60), nullable=False),
+        sa.Column("tag_a", exact_text(60), nullable=False),
+        sa.Column("tag_b", exact_text(60), nullable=False),
         sa.PrimaryKeyConstraint("id", name="rpq_instance_tag_conflicts_pkey"),
         sa.UniqueConstraint(
             "namespace",
@@ -99,7 +94,7 @@ def upgrade() -> None:
         "rpq_fake_backend_tags",
         *_timestamps(),
         sa.Column("instance_uuid", sa.String(36), nullable=False),
-        sa.Column("tag", _exact_text(128), nullable=False),
+        sa.Column("tag", exact_text(128), nullable=False),
         sa.PrimaryKeyConstraint("instance_uuid", "tag", name="rpq_fake_backend_tags_pkey"),
     )
     op.create_table(
@@ -109,7 +104,7 @@ def upgrade() -> None:
         sa.Column("job_id", sa.String(64), nullable=False),
         sa.Column("instance_uuid", sa.String(36), nullable=False),
         sa.Column("op", sa.String(8), nullable=False),
-        sa.Column("tag", _exact_text(128), nullable=False),
+        sa.Column("tag", exact_text(128), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.PrimaryKeyConstraint("id", name="rpq_fake_backend_jobs_pkey"),
     )

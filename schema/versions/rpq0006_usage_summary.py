@@ -40,8 +40,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from rpquery.dialects import create_triggers
-from rpquery.errors import SchemaError
+from rpquery import SchemaError
+from rpquery.schema.frozen import create_triggers
 
 revision = "rpq0006"
 down_revision = "rpq0005"

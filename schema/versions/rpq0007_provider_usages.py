@@ -34,7 +34,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from rpquery.dialects import create_triggers
+from rpquery.schema.frozen import create_triggers
 
 revision = "rpq0007"
 down_revision = "rpq0006"
