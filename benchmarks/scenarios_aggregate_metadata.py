@@ -1,5 +1,5 @@
-"""Benchmark scenarios for the aggregate-metadata flavor filter (seed 000): allocation
-candidates with a 4-key extra-spec filter against the same query without it.
+"""Benchmark scenarios for the aggregate-metadata flavor filter (docs/aggregate-metadata.md):
+allocation candidates with a 4-key extra-spec filter against the same query without it.
 
 Registered in :data:`benchmarks.scenarios.REGISTRY` when this module is imported. It also
 runs on its own, loading a cloud of ``--hosts`` hosts in ``--aggregates`` host aggregates

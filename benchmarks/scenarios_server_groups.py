@@ -1,4 +1,4 @@
-"""Benchmark scenarios for server groups (seed 002): the candidate query for a
+"""Benchmark scenarios for server groups (docs/server-groups.md): the candidate query for a
 soft-anti-affinity group of 500 members, against the same query without the group.
 
 Registered in :data:`benchmarks.scenarios.REGISTRY` when this module is imported. It also

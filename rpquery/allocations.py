@@ -320,7 +320,7 @@ def check_capacity(
     requests: Sequence[ConsumerAllocations],
     rc_ids: Mapping[str, int],
 ) -> None:
-    """Raise unless every requested amount fits (DESIGN §3).
+    """Raise unless every requested amount fits (docs/design.md#capacity).
 
     - provider unknown → ``InvalidRequest`` ``rpquery.allocation.provider_not_found``;
     - no inventory of the class → ``CapacityExceeded`` ``rpquery.allocation.no_inventory``;

@@ -57,7 +57,8 @@ def names_key(names: q.Names) -> NamesKey:
 def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
     """Resource class and trait ids in one statement; unknown classes and unknown traits,
     required or forbidden, raise ``InvalidRequest`` (``rpquery.resource_class.not_found``
-    / ``rpquery.trait.not_found``), as Placement answers 400 for them (DESIGN §3)."""
+    / ``rpquery.trait.not_found``), as Placement answers 400 for them
+    (docs/design.md#requests-and-validation)."""
     rcs, trs = req.resource_class_names(), req.trait_names()
     must_exist = trs
     every_rc: dict[str, int] = {}

@@ -105,10 +105,11 @@ def provider_filters(
     Forbidden traits and aggregates are ``NOT EXISTS``. Required traits are per
     provider only for granular groups and provider lists (``with_required``); the
     unsuffixed group checks them collectively. Aggregates as Placement applies them
-    (DESIGN §3): with ``root_covers`` (the unsuffixed group of allocation candidates) a
-    provider passes ``member_of`` if it or its root is in every term (the terms are not
-    split between the two) and a forbidden aggregate of its root excludes it too;
-    without (suffixed groups, provider lists) only the provider's own aggregates count.
+    (docs/design.md#trees-sharing-and-aggregates): with ``root_covers`` (the unsuffixed
+    group of allocation candidates) a provider passes ``member_of`` if it or its root is
+    in every term (the terms are not split between the two) and a forbidden aggregate of
+    its root excludes it too; without (suffixed groups, provider lists) only the
+    provider's own aggregates count.
     ``None``: as allocation candidates do, ``root_covers`` for the unsuffixed group only.
     """
     out: list[ColumnElement[bool]] = []

@@ -142,8 +142,8 @@ _CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]{1,255}")
 
 
 def check_consumer_type(name: object) -> str:
-    """A consumer type name matches ``[A-Z0-9_]+`` as a whole (seed 004), at most 255
-    characters (``rpquery.consumer.bad_type``)."""
+    """A consumer type name matches ``[A-Z0-9_]+`` as a whole, at most 255 characters
+    (``rpquery.consumer.bad_type``; docs/design.md#consumer-types)."""
     if not matches(_CONSUMER_TYPE_RE, name):
         raise InvalidRequest(
             "rpquery.consumer.bad_type",

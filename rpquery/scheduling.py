@@ -1,4 +1,4 @@
-"""Schedule instances of a server group, and move its members (seed 002).
+"""Schedule instances of a server group, and move its members (docs/server-groups.md).
 
 :func:`schedule` places ``count`` new instances of one group, one at a time. Each pick
 and its claim are one transaction:

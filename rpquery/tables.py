@@ -261,9 +261,10 @@ PLACEMENT_TABLES = (
 # rpquery's own tables (migrations rpq0002 onwards); Placement never reads them
 # --------------------------------------------------------------------------
 
-# Aggregate metadata for the flavor filter (seed 000), keyed by aggregate uuid. Keys
-# and values compare byte for byte on MariaDB too (NO PAD binary collation), so "Key"
-# and "key" are two keys on every backend and NOT EXISTS pushed into SQL stays exact.
+# Aggregate metadata for the flavor filter (docs/aggregate-metadata.md), keyed by
+# aggregate uuid. Keys and values compare byte for byte on MariaDB too (NO PAD binary
+# collation), so "Key" and "key" are two keys on every backend and NOT EXISTS pushed
+# into SQL stays exact.
 aggregate_metadata = Table(
     "rpq_aggregate_metadata",
     metadata,
@@ -277,7 +278,7 @@ aggregate_metadata = Table(
     Index(None, "key"),
 )
 
-# Server groups (seed 002): exactly one policy per group.
+# Server groups (docs/server-groups.md): exactly one policy per group.
 server_groups = Table(
     "rpq_server_groups",
     metadata,
@@ -307,7 +308,7 @@ server_group_members = Table(
 )
 
 
-# Instance tags (seed 003): namespace in its own column, status PENDADD or ACTIVE.
+# Instance tags (docs/tags.md): namespace in its own column, status PENDADD or ACTIVE.
 # Tags compare byte for byte everywhere: on MariaDB a NO PAD binary collation, so
 # "Web", "web" and "web " are three tags as they are on the backend.
 def _exact_text(length: int) -> ExactText:

@@ -1,5 +1,5 @@
 """Usage reads: one consumer's allocations, one provider's allocations and usages, and the
-usages of a project (optionally one user) grouped by consumer type (seed 004).
+usages of a project (optionally one user) grouped by consumer type (docs/usages.md).
 
 Every question is answered by **one** statement. The grouped project usage reads the
 usage summary (``rpq_usage_totals``, ``rpq_consumer_counts``, migration ``rpq0006``),

@@ -1,7 +1,7 @@
 """One parametrized ``db`` fixture runs every database test on SQLite, PostgreSQL and
 MariaDB/MySQL.
 
-Where each server comes from (DESIGN §6), in order:
+Where each server comes from (docs/design.md#backends-and-tests), in order:
 
 1. ``RPQUERY_TEST_POSTGRESQL_URL`` / ``RPQUERY_TEST_MYSQL_URL``;
 2. a server already listening on localhost (127.0.0.1:5432 as ``postgres``,

@@ -2,9 +2,10 @@
 
 It works on an in-memory cloud model (the same one the property test inserts with
 ``tests.factories``), enumerates *every* assignment of providers to request slots for
-every root, and checks every rule of DESIGN §3 directly (Placement 16.0's semantics,
-except its bugs listed in docs/placement-differences.md). No pruning, no SQL: slow and
-obviously right, so rpquery's pruned SQL search can be compared with it.
+every root, and checks every rule of docs/design.md#placement-semantics directly
+(Placement 16.0's semantics, except its bugs listed in docs/placement-differences.md).
+No pruning, no SQL: slow and obviously right, so rpquery's pruned SQL search can be
+compared with it.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class Cloud:
 
 
 def _aggregates_ok(cloud: Cloud, g: RequestGroup, name: str, anchor: str) -> bool:
-    """``member_of`` and forbidden aggregates as Placement applies them (DESIGN §3).
+    """``member_of`` and forbidden aggregates as Placement applies them
+    (docs/design.md#trees-sharing-and-aggregates).
 
     Suffixed groups: the provider's own aggregates. The unsuffixed group: the provider
     or its root must itself be in every ``member_of`` term (terms are not split between

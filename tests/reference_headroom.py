@@ -1,7 +1,8 @@
-"""Brute-force headroom reference for the property test: per host, the largest number
-of the request's candidates (from ``tests/reference.py``, every rule of DESIGN §3)
-that fit the host's free capacity *at once*. Every multiset of candidates is tried
-(memoised on the room left); no SQL, no bound, no greedy seed.
+"""Brute-force headroom reference for the property test: per host, the largest number of
+the request's candidates (from ``tests/reference.py``, every rule of
+docs/design.md#placement-semantics) that fit the host's free capacity *at once*. Every
+multiset of candidates is tried (memoised on the room left); no SQL, no bound, no greedy
+seed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Every example of seed 000 (aggregate instance type filter), verbatim, as data.
+"""Every example of the aggregate instance type filter's document (docs/design.md#origins),
+verbatim, as data.
 
 Each example names flavors (extra specs) and aggregates (metadata) exactly as the
 document writes them, and says which aggregates each flavor may be booted in. The pure

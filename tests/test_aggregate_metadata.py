@@ -1,5 +1,5 @@
 """Aggregate metadata on every backend: storage and its validation, and the flavor
-filter as a host policy (every seed 000 example, operators, several aggregates per
+filter as a host policy (every example of its document, operators, several aggregates per
 host, nova mode, what SQL decides vs. what Python decides, one statement in ``keep``).
 """
 

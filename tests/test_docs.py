@@ -1,6 +1,7 @@
 """Docs stay complete: every error code the package raises is documented (and has a row
-with an input that produces it in docs/errors.md), and every document the README links
-to exists."""
+with an input that produces it in docs/errors.md), every document the README links
+to exists, and code and docs cite design decisions in docs/design.md, not in documents
+outside the repository."""
 
 from __future__ import annotations
 
@@ -56,3 +57,69 @@ def test_readme_links_resolve() -> None:
     links = re.findall(r"\]\(((?:docs|benchmarks)/[^)#]+)\)", readme)
     assert links
     assert [link for link in links if not (ROOT / link).exists()] == []
+
+
+# ---------------------------------------------------------------- design citations
+
+#: Where code, tests and docs live (text files only).
+CITING = ("rpquery", "schema", "tests", "benchmarks", "scripts", "docs")
+CITING_FILES = ("README.md", "Makefile", "pyproject.toml")
+TEXT_SUFFIXES = {".py", ".md", ".sh", ".toml", ".ini", ".mako", ".txt", ".cfg", ".yaml"}
+#: Citations of the design brief and feature documents that are not in the repository:
+#: "DESIGN §3", "seed 000", ".../shared/seeds/...". docs/design.md holds the decisions
+#: (and maps these old citations to its sections).
+OUTSIDE_CITATION = re.compile(
+    r"DESIGN\s*§\s*\d|\bseeds?\s+0\d\d\b|shared/(?:DESIGN|seeds)", re.IGNORECASE
+)
+DESIGN_LINK = re.compile(r"\bdesign\.md#([a-z0-9-]+)")
+
+
+def citing_files() -> list[Path]:
+    found = [ROOT / name for name in CITING_FILES]
+    for folder in CITING:
+        found += [
+            p for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES
+        ]
+    exempt = {ROOT / "docs" / "design.md", Path(__file__).resolve()}  # they quote them
+    return sorted(p for p in found if p.is_file() and p not in exempt)
+
+
+def test_no_citation_of_documents_outside_the_repository() -> None:
+    files = citing_files()
+    assert len(files) > 100
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE_CITATION.search(line)
+    ]
+    assert found == []
+
+
+def test_the_citation_check_finds_old_citations() -> None:
+    hits = ["as DESIGN §3 asks", "(seed 000)", "Seeds 002", "../shared/seeds/000.txt"]
+    misses = ["random seed 42", "seed000_examples", "docs/design.md#capacity"]
+    assert all(OUTSIDE_CITATION.search(text) for text in hits)
+    assert not any(OUTSIDE_CITATION.search(text) for text in misses)
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """GitHub's anchors for the headings of a markdown text."""
+    anchors = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_links_into_design_md_name_its_sections() -> None:
+    anchors = heading_anchors((ROOT / "docs" / "design.md").read_text())
+    assert {"layers", "placement-semantics", "capacity", "origins"} <= anchors
+    links = {
+        (str(path.relative_to(ROOT)), anchor)
+        for path in [*citing_files(), ROOT / "docs" / "design.md"]
+        for anchor in DESIGN_LINK.findall(path.read_text(errors="replace"))
+    }
+    assert len(links) > 20
+    assert sorted(link for link in links if link[1] not in anchors) == []

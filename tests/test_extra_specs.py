@@ -1,5 +1,6 @@
-"""The flavor filter as a pure function: every example of seed 000, each operator,
-parse failures, several aggregates per host, and nova's behaviour (no database)."""
+"""The flavor filter as a pure function: every example of its document
+(docs/design.md#origins), each operator, parse failures, several aggregates per host,
+and nova's behaviour (no database)."""
 
 from __future__ import annotations
 

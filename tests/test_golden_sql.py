@@ -128,7 +128,7 @@ def test_capacity_expression(dialect: Dialect) -> None:
     req = parse_candidates("resources=VCPU:2")
     text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect)
     # MySQL/MariaDB store the ratio as a 32-bit FLOAT (0.7 -> 0.699999988): capacity is
-    # computed from its text form, the ratio as written (DESIGN §3)
+    # computed from its text form, the ratio as written (docs/design.md#capacity)
     ratio = (
         "CAST(CAST(inv.allocation_ratio AS CHAR) AS DOUBLE)"
         if dialect.name == "mysql"

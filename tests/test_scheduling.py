@@ -1,5 +1,6 @@
-"""Scheduling with server groups (seed 002) through the candidate query and the write
-path: the seed's functional scenarios, hard policies, moves, concurrency and the CLI."""
+"""Scheduling with server groups (docs/server-groups.md) through the candidate query and
+the write path: the functional scenarios of the soft-affinity blueprint
+(docs/design.md#origins), hard policies, moves, concurrency and the CLI."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def _member_hosts(db: Database, group: str) -> Counter[str]:
     return Counter(h.name for m in detail.members for h in m.hosts)
 
 
-# ---------------------------------------------------------------- the seed's scenarios
+# ---------------------------------------------------------------- the blueprint's scenarios
 
 
 def test_soft_affinity_two_servers_with_room_on_one_host_share_it(db: Database) -> None:

@@ -1,4 +1,5 @@
-"""Server groups (seed 002): validation, storage, member hosts, hard filters and soft weights.
+"""Server groups (docs/server-groups.md): validation, storage, member hosts, hard filters
+and soft weights.
 
 Scheduling through the candidate query and the write path is in ``test_scheduling.py``;
 here the policy is exercised on its own, against topologies built with the factories.

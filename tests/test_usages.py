@@ -1,4 +1,4 @@
-"""Usage reads grouped by consumer type (seed 004) on every backend.
+"""Usage reads grouped by consumer type (docs/design.md#consumer-types) on every backend.
 
 The scenario: project ``proj-p`` with users ``user-1`` and ``user-2`` and a mix of
 INSTANCE, MIGRATION and untyped (legacy, NULL type) consumers on two compute nodes;

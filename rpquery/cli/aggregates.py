@@ -1,5 +1,5 @@
-"""``rpquery aggregate-metadata``: set, unset and show the metadata the seed 000 flavor
-filter reads (one aggregate per call, keyed by its Placement uuid).
+"""``rpquery aggregate-metadata``: set, unset and show the metadata the flavor filter
+reads (one aggregate per call, keyed by its Placement uuid; docs/aggregate-metadata.md).
 
     $ rpquery aggregate-metadata set 6c1e...  ssd=true force_metadata_check=True
     $ rpquery aggregate-metadata unset 6c1e... ssd
@@ -58,7 +58,7 @@ def _emit(found: Sequence[AggregateMetadata], as_json: bool, *, many: bool = Fal
 
 @click.group("aggregate-metadata")
 def aggregate_metadata_group() -> None:
-    """Metadata of host aggregates for the flavor filter (seed 000)."""
+    """Metadata of host aggregates for the flavor filter."""
 
 
 @aggregate_metadata_group.command("set")

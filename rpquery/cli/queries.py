@@ -9,8 +9,8 @@ appended to the query, so ``--required`` adds one more ``required=`` term):
     $ rpquery explain 'resources=VCPU:1&required=!CUSTOM_GPU&limit=10'
 
 Policies join the candidate query as :class:`~rpquery.policies.base.HostPolicy`
-objects: ``--extra-specs JSON`` [``--nova-compat``] (seed 000) and
-``--server-group UUID`` (seed 002).
+objects: ``--extra-specs JSON`` [``--nova-compat``] (docs/aggregate-metadata.md) and
+``--server-group UUID`` (docs/server-groups.md).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--extra-specs``, ``--nova-compat`` and ``--server-group`` (host policies)."""
     options = [
-        click.option("--extra-specs", help="Flavor extra specs as a JSON object (seed 000)."),
+        click.option("--extra-specs", help="Flavor extra specs as a JSON object."),
         click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does."),
         click.option("--server-group", help="Filter and order hosts by this group's policy."),
     ]
@@ -112,8 +112,7 @@ def build_policies(
     db: Database, extra_specs: str | None, nova_compat: bool, server_group: str | None
 ) -> list[HostPolicy]:
     """The host policies the flags ask for (none by default): the aggregate-metadata
-    filter for ``--extra-specs`` (seed 000), the group's policy for ``--server-group``
-    (seed 002)."""
+    filter for ``--extra-specs``, the group's policy for ``--server-group``."""
     if nova_compat and extra_specs is None:
         raise InvalidRequest(
             "rpquery.cli.bad_option", "--nova-compat needs --extra-specs", token="--nova-compat"

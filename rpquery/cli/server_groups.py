@@ -1,4 +1,5 @@
-"""``rpquery server-group ...``, ``rpquery schedule`` and ``rpquery move`` (seed 002).
+"""``rpquery server-group ...``, ``rpquery schedule`` and ``rpquery move``
+(docs/server-groups.md).
 
     $ rpquery server-group create --name web --policy soft-anti-affinity \\
           --project P --user U --json

@@ -1,4 +1,4 @@
-"""``rpquery tags ...`` and ``rpquery instances`` (seed 003, instance tags).
+"""``rpquery tags ...`` and ``rpquery instances`` (instance tags, docs/tags.md).
 
 The demo backend is the database-backed fake (``--backend fake``): successive
 commands see one backend. Write commands run the fake's jobs and apply their

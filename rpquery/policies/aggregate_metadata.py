@@ -1,5 +1,6 @@
-"""Aggregate metadata (seed 000): storage per aggregate uuid, and the flavor filter as a
-:class:`~rpquery.policies.base.HostPolicy` on the candidate and provider-list queries.
+"""Aggregate metadata (docs/aggregate-metadata.md): storage per aggregate uuid, and the
+flavor filter as a :class:`~rpquery.policies.base.HostPolicy` on the candidate and
+provider-list queries.
 
 Storage is rpquery's own table ``rpq_aggregate_metadata`` (key → value strings per
 Placement aggregate uuid). Writes validate everything before the transaction starts:
@@ -360,7 +361,7 @@ def host_metadata_stmt(root_ids: Sequence[int], keys: Iterable[str], *, forced: 
 
 @dataclass(frozen=True, eq=False)
 class AggregateMetadataFilter:
-    """The seed 000 flavor filter as a :class:`HostPolicy` (hosts = root providers).
+    """The aggregate-metadata flavor filter as a :class:`HostPolicy` (hosts = root providers).
 
     Extra specs are validated at construction (``InvalidRequest`` before any SQL).
     ``nova_compat=True`` selects nova's AggregateInstanceExtraSpecsFilter behaviour.

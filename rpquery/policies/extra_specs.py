@@ -1,4 +1,5 @@
-"""The aggregate-metadata flavor filter as a pure function (seed 000, DESIGN §5).
+"""The aggregate-metadata flavor filter as a pure function
+(docs/design.md#aggregate-metadata-filter).
 
 No database here: :func:`host_passes` decides whether a host passes, given the flavor's
 extra specs and the metadata of each aggregate the host belongs to. The policy in
@@ -6,7 +7,8 @@ extra specs and the metadata of each aggregate the host belongs to. The policy i
 
 Why a separate evaluator: the rules (sentinels, ``<or>``, nova's operators, scoped
 and namespaced keys, ``force_metadata_check`` per aggregate) are subtle, and a pure
-function can be tested example by example against the seed document.
+function can be tested example by example against the examples of the filter's
+document (docs/design.md#origins).
 
 >>> host_passes({"key": "<or> 1 <or> ~"}, [{"key": "1"}])
 True

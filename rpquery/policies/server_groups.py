@@ -1,4 +1,4 @@
-"""Server groups (seed 002): storage, validation, member hosts and the host policy.
+"""Server groups (docs/server-groups.md): storage, validation, member hosts and the host policy.
 
 A server group has exactly one policy. ``affinity`` and ``anti-affinity`` are hard:
 they filter candidate hosts (anti-affinity allows up to ``max_server_per_host``

@@ -1,4 +1,5 @@
-"""Weigher configuration and the weight maths of the soft server-group policies (seed 002).
+"""Weigher configuration and the weight maths of the soft server-group policies
+(docs/server-groups.md).
 
 Soft policies do not filter hosts, they *order* them. Which weighers exist is explicit
 configuration, as in nova's ``weight_classes``: a request whose group needs a weigher

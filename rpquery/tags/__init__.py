@@ -1,4 +1,4 @@
-"""Instance tags (seed 003): namespaces by setter, backend job states, one codec,
+"""Instance tags (docs/tags.md): namespaces by setter, backend job states, one codec,
 mutually exclusive tags, reconciliation with the backend, listing instances by tags.
 
 The public API, re-exported here::

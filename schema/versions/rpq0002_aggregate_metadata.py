@@ -1,4 +1,4 @@
-"""rpquery: aggregate metadata for the flavor filter (seed 000).
+"""rpquery: aggregate metadata for the flavor filter (docs/aggregate-metadata.md).
 
 Revision ID: rpq0002
 Revises: rpq0001

@@ -1,4 +1,4 @@
-"""rpquery: server groups and their members (seed 002).
+"""rpquery: server groups and their members (docs/server-groups.md).
 
 Revision ID: rpq0003
 Revises: rpq0002

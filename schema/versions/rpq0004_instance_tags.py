@@ -1,4 +1,4 @@
-"""rpquery: instance tags with namespaces and backend states (seed 003).
+"""rpquery: instance tags with namespaces and backend states (docs/tags.md).
 
 Besides the tags themselves: per-(instance, namespace) lock rows, backend jobs in
 flight, the mutually exclusive tag pairs, and the state of the database-backed fake

@@ -8,8 +8,8 @@ proof in :mod:`.proofs`: a candidate only Placement returns must have problems, 
 only rpquery returns must have none. Summaries are recomputed the same way
 (:meth:`Validator.summaries`): every provider of each tree a request allocates from.
 
-The rules, DESIGN §3: capacity ``(total - reserved) * ratio`` from the ratio as
-written (``ratio32=True`` evaluates it as MySQL's 32-bit FLOAT column holds it);
+The rules (docs/design.md#placement-semantics): capacity ``(total - reserved) * ratio``
+from the ratio as written (``ratio32=True`` evaluates it as MySQL's 32-bit FLOAT column holds it);
 ``min_unit``/``max_unit``/``step_size`` per group amount, the capacity on the summed
 amounts; one provider per suffixed group, one per class of the unsuffixed group, all in
 one anchor tree or sharing with it (``MISC_SHARES_VIA_AGGREGATE``, a common
