@@ -1,10 +1,23 @@
-"""Starting ``rpquery serve`` on a real socket, shared by the tests that need one
-(``test_api_serve.py``, ``test_osc_placement.py``)."""
+"""Starting ``rpquery serve`` on a real socket and talking to it over HTTP, shared by the
+tests that need one (``test_api_serve.py``, ``test_osc_placement.py``,
+``test_api_concurrency.py``) and the HTTP view of ``make bench``
+(``benchmarks/http_view.py``)."""
 
 from __future__ import annotations
 
+import http.client
+import json
+import os
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 
 def free_port() -> int:
@@ -14,7 +27,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_command(db_url: str, port: int, *, access_log: str, workers: int = 2) -> list[str]:
+def serve_command(
+    db_url: str, port: int, *, access_log: str, workers: int = 2, threads: int = 1
+) -> list[str]:
     """The command line of ``rpquery serve`` on ``127.0.0.1:port`` over ``db_url``."""
     return [
         sys.executable,
@@ -27,6 +42,116 @@ def serve_command(db_url: str, port: int, *, access_log: str, workers: int = 2) 
         f"127.0.0.1:{port}",
         "--workers",
         str(workers),
+        *(["--threads", str(threads)] if threads > 1 else []),
         "--access-log",
         access_log,
     ]
+
+
+class HttpClient:
+    """A small HTTP/1.1 client for one server: one connection kept alive while the
+    server keeps it (gunicorn's threaded workers do, its sync workers close after each
+    response) and opened again when it does not; Placement's headers on every request
+    (``x-auth-token: admin``, JSON, ``OpenStack-API-Version: placement <version>``)."""
+
+    def __init__(self, base: str, *, version: str = "latest", timeout: float = 30) -> None:
+        host, port = base.removeprefix("http://").rstrip("/").split(":")
+        self.host, self.port, self.timeout = host, int(port), timeout
+        self.version = version
+        self.conn: http.client.HTTPConnection | None = None
+        #: Connections opened so far (1 when every request reused the first).
+        self.connections = 0
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
+        """``(status, headers (lower-case names), body)``: the body decoded when it is
+        JSON, else its text (``None`` when empty)."""
+        raw = json.dumps(body).encode() if body is not None else None
+        headers = {
+            "x-auth-token": "admin",
+            "accept": "application/json",
+            "openstack-api-version": f"placement {self.version}",
+        }
+        if raw is not None:
+            headers["content-type"] = "application/json"
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            self.connections += 1
+        self.conn.request(method, path, body=raw, headers=headers)
+        resp = self.conn.getresponse()
+        data = resp.read()
+        got = {name.lower(): value for name, value in resp.getheaders()}
+        if resp.will_close:
+            self.close()
+        if not data:
+            return resp.status, got, None
+        if got.get("content-type", "").startswith("application/json"):
+            return resp.status, got, json.loads(data)
+        return resp.status, got, data.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+@dataclass
+class Served:
+    """A running ``rpquery serve``: its base URL and process."""
+
+    base: str
+    process: subprocess.Popen[bytes]
+    stderr_path: str
+
+    def stderr(self) -> str:
+        with open(self.stderr_path, errors="replace") as fh:
+            return fh.read()
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], *, timeout: float = 60) -> None:
+    """Wait until ``GET /healthcheck`` answers 200; raises if the server exits first."""
+    deadline = time.monotonic() + timeout
+    client = HttpClient(base, timeout=2)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"rpquery serve exited early with {proc.returncode}")
+        try:
+            if client.request("GET", "/healthcheck")[0] == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+        finally:
+            client.close()
+    raise RuntimeError(f"rpquery serve did not answer /healthcheck within {timeout:.0f} s")
+
+
+@contextmanager
+def serving(
+    db_url: str, *, workers: int = 2, threads: int = 1, access_log: str = "off"
+) -> Iterator[Served]:
+    """``rpquery serve`` over ``db_url`` on a free loopback port, stopped with SIGTERM
+    on exit (its stderr goes to a temporary file: a pipe nobody reads could fill)."""
+    port = free_port()
+    with tempfile.NamedTemporaryFile(
+        "wb", prefix="rpq-serve-", suffix=".log", delete=False
+    ) as err:
+        proc = subprocess.Popen(
+            serve_command(db_url, port, access_log=access_log, workers=workers, threads=threads),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=os.environ,
+        )
+    served = Served(f"http://127.0.0.1:{port}", proc, err.name)
+    try:
+        try:
+            wait_ready(served.base, proc)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {served.stderr()[-1500:]}") from None
+        yield served
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        os.unlink(err.name)

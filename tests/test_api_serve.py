@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.serving import free_port, serve_command
+from tests.serving import HttpClient, free_port, serve_command, serving
 
 
 def _request(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -79,3 +79,16 @@ def test_serve_on_a_real_socket(db, tmp_path) -> None:  # type: ignore[no-untype
     ]
     assert all(e["request_id"].startswith("req-") for e in api_lines)
     assert api_lines[0]["version"] == "placement 1.39"
+
+
+@pytest.mark.parametrize(("threads", "connections"), [(1, 3), (4, 1)])
+def test_threaded_workers_keep_connections_alive(sqlite_db, threads, connections) -> None:  # type: ignore[no-untyped-def]
+    """Sync workers close the connection after each answer; ``--threads`` > 1 runs
+    gunicorn's threaded workers, which keep it open for the client's next request."""
+    url = sqlite_db.url.render_as_string(hide_password=False)
+    with serving(url, workers=1, threads=threads) as server:
+        client = HttpClient(server.base)
+        answers = [client.request("GET", "/resource_providers")[0] for _ in range(3)]
+        client.close()
+    assert answers == [200, 200, 200]
+    assert client.connections == connections

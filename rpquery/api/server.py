@@ -94,6 +94,7 @@ def serve(
     *,
     bind: str = "127.0.0.1:8778",
     workers: int = 2,
+    threads: int = 1,
     auth: str = "noauth2",
     policy: str = "legacy-rbac",
     access_log: str | None = "-",
@@ -103,11 +104,14 @@ def serve(
     max_replica_lag: float = 5.0,
 ) -> None:
     """Run the API until SIGTERM/SIGINT (blocks). Reads go to ``replicas`` when they are
-    up and within ``max_replica_lag`` seconds, writes to ``db_url``."""
+    up and within ``max_replica_lag`` seconds, writes to ``db_url``. ``threads`` > 1
+    runs gunicorn's threaded workers (``gthread``: connections kept alive between
+    requests); 1 its sync workers (one request per connection)."""
     options = {
         "bind": bind,
         "workers": workers,
-        "worker_class": "sync",
+        "worker_class": "gthread" if threads > 1 else "sync",
+        "threads": threads,
         "accesslog": access_log,
         "logger_class": JsonAccessLogger,
         "graceful_timeout": graceful_timeout,

@@ -23,6 +23,14 @@ from rpquery.cli._common import get_db, handles_errors
     help="Worker processes (each with its own connection pool).",
 )
 @click.option(
+    "--threads",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Threads per worker; above 1, gunicorn's threaded workers, which keep client "
+    "connections alive (sync workers close each after one response).",
+)
+@click.option(
     "--auth",
     type=click.Choice(["noauth2", "none"]),
     default="noauth2",
@@ -52,7 +60,13 @@ from rpquery.cli._common import get_db, handles_errors
 )
 @handles_errors
 def serve(
-    bind: str, workers: int, auth: str, policy: str, access_log: str, graceful_timeout: int
+    bind: str,
+    workers: int,
+    threads: int,
+    auth: str,
+    policy: str,
+    access_log: str,
+    graceful_timeout: int,
 ) -> None:
     """Serve Placement's REST API (microversions 1.0-1.39) on this database."""
     from rpquery.api.server import serve as run
@@ -61,11 +75,15 @@ def serve(
     migrations.require_current(db)
     url = db.url.render_as_string(hide_password=False)
     db.engine.dispose()  # workers open their own connections after the fork
-    click.echo(f"rpquery API on http://{bind} ({workers} workers, auth {auth})", err=True)
+    threaded = f" x {threads} threads" if threads > 1 else ""
+    click.echo(
+        f"rpquery API on http://{bind} ({workers} workers{threaded}, auth {auth})", err=True
+    )
     run(
         url,
         bind=bind,
         workers=workers,
+        threads=threads,
         auth=auth,
         policy=policy,
         access_log=None if access_log == "off" else access_log,
