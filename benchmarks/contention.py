@@ -247,7 +247,7 @@ _GIVE_UP = frozenset(
 )
 
 
-def _child(target: Callable[..., None], *args: Any) -> None:
+def child(target: Callable[..., None], *args: Any) -> None:
     """Run a process body; a crash is reported as a violation, never a hang."""
     out = args[-1]
     try:
@@ -425,10 +425,10 @@ def run_workload(db: Database, backend: str, workload: Workload) -> RunResult:
     deadline = time.time() + workload.seconds
     common = (deadline, workload.seed, workload.min_calls, out)
     procs = [
-        ctx.Process(target=_child, args=(_writer, url, layout, i, *common))
+        ctx.Process(target=child, args=(_writer, url, layout, i, *common))
         for i in range(workload.writers)
     ] + [
-        ctx.Process(target=_child, args=(_scheduler, url, layout, i, *common))
+        ctx.Process(target=child, args=(_scheduler, url, layout, i, *common))
         for i in range(workload.schedulers)
     ]
     started = time.time()
