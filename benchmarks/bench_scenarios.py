@@ -4,7 +4,8 @@ Not collected by the test suite (its name does not start with ``test_``); the ru
 passes its configuration in the file named by ``RPQUERY_BENCH_CONFIG``. One cloud per
 (backend, size) is loaded into a scratch database (module-scoped fixture, so every
 scenario of that cloud runs before the next is loaded); read scenarios run first, then
-the optional Placement side-by-side, then the write scenarios. Every outcome is appended
+the optional Placement side-by-side, the HTTP view (benchmarks/http_view.py), then the
+write scenarios. Every outcome is appended
 to ``records.json`` in the output directory, which the report is built from.
 """
 
@@ -34,6 +35,8 @@ load_plugins()
 _selected = [s for s in REGISTRY.values() if not CONFIG.scenarios or s.name in CONFIG.scenarios]
 READS = [s.name for s in _selected if not s.writes]
 WRITES = [s.name for s in _selected if s.writes]
+#: The HTTP view (benchmarks/http_view.py) runs with every scenario or when selected.
+HTTP = not CONFIG.scenarios or "http" in CONFIG.scenarios
 CLOUDS = [(b, h) for b in CONFIG.backends for h in CONFIG.sizes]
 
 
@@ -151,6 +154,15 @@ def test_placement_side_by_side(cloud: Context) -> None:
             },
         )
         raise
+
+
+@pytest.mark.skipif(not HTTP, reason="select it with --scenarios http")
+def test_http_view(cloud: Context) -> None:
+    from benchmarks import http_view
+
+    path = OUT / "records.json"
+    earlier = json.loads(path.read_text()).get("placement", []) if path.exists() else []
+    http_view.run(cloud, SCALE, _append, placement=CONFIG.placement, earlier=earlier)
 
 
 @pytest.mark.parametrize("name", WRITES)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import explain
+from benchmarks import explain, http_view
 from benchmarks.config import RunConfig
 
 Key = tuple[str, int, str]
@@ -59,7 +59,7 @@ def add_records(out: Path, kind: str, records: list[dict[str, Any]]) -> None:
 def _records(out: Path) -> dict[str, Any]:
     path = out / "records.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    for kind in ("loads", "results", "placement", "contention"):
+    for kind in ("loads", "results", "placement", "http", "contention"):
         data.setdefault(kind, [])
     return data
 
@@ -270,6 +270,7 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
     md += ["", *_placement_section(data["placement"])]
     if ratio_plot:
         md += ["", f"![rpquery vs Placement]({ratio_plot})"]
+    md += ["", *http_view.markdown(data["http"])]
     md += ["", *_contention_section(data["contention"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"

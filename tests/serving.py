@@ -61,11 +61,12 @@ class HttpClient:
         self.conn: http.client.HTTPConnection | None = None
         #: Connections opened so far (1 when every request reused the first).
         self.connections = 0
+        #: The last answer's headers (lower-case names).
+        self.headers: dict[str, str] = {}
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
-        """``(status, headers (lower-case names), body)``: the body decoded when it is
-        JSON, else its text (``None`` when empty)."""
-        raw = json.dumps(body).encode() if body is not None else None
+    def send(self, method: str, path: str, raw: bytes | None = None) -> tuple[int, bytes]:
+        """One request; ``(status, body bytes)``, nothing decoded (what the HTTP view of
+        ``make bench`` times)."""
         headers = {
             "x-auth-token": "admin",
             "accept": "application/json",
@@ -79,14 +80,21 @@ class HttpClient:
         self.conn.request(method, path, body=raw, headers=headers)
         resp = self.conn.getresponse()
         data = resp.read()
-        got = {name.lower(): value for name, value in resp.getheaders()}
+        self.headers = {name.lower(): value for name, value in resp.getheaders()}
         if resp.will_close:
             self.close()
+        return resp.status, data
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
+        """``(status, headers (lower-case names), body)``: ``body`` is sent as JSON; the
+        answer's body decoded when it is JSON, else its text (``None`` when empty)."""
+        raw = json.dumps(body).encode() if body is not None else None
+        status, data = self.send(method, path, raw)
         if not data:
-            return resp.status, got, None
-        if got.get("content-type", "").startswith("application/json"):
-            return resp.status, got, json.loads(data)
-        return resp.status, got, data.decode("utf-8", "replace")
+            return status, self.headers, None
+        if self.headers.get("content-type", "").startswith("application/json"):
+            return status, self.headers, json.loads(data)
+        return status, self.headers, data.decode("utf-8", "replace")
 
     def close(self) -> None:
         if self.conn is not None:
