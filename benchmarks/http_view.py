@@ -234,9 +234,11 @@ def run(
             records[name] = {**record, "path": path}
             records[name].update(_measure_rpquery(app, served, fresh, prepared[name], path, scale))
         served.close()
-        keep_alive = served.connections == 1
     for record in records.values():
-        record["serve_keep_alive"] = keep_alive
+        # connections are closed after 2 s idle (gunicorn's keep-alive time): after a
+        # slow round of the other columns, the next request opens a new one
+        record["serve_keep_alive"] = served.connections < served.requests / 2
+        record["serve_connections"] = f"{served.connections} for {served.requests} requests"
     if placement:
         _placement_columns(ctx, url, paths, records, scale, earlier)
     for record in records.values():

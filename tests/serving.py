@@ -59,8 +59,9 @@ class HttpClient:
         self.host, self.port, self.timeout = host, int(port), timeout
         self.version = version
         self.conn: http.client.HTTPConnection | None = None
-        #: Connections opened so far (1 when every request reused the first).
-        self.connections = 0
+        #: Connections opened and requests sent so far (1 connection when every request
+        #: reused the first).
+        self.connections = self.requests = 0
         #: The last answer's headers (lower-case names).
         self.headers: dict[str, str] = {}
 
@@ -74,9 +75,24 @@ class HttpClient:
         }
         if raw is not None:
             headers["content-type"] = "application/json"
+        reused = self.conn is not None
+        try:
+            return self._send(method, path, raw, headers)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # A kept-alive connection the server closed meanwhile (gunicorn closes one
+            # idle for its keep-alive time, 2 s): again on a new one, as HTTP clients do.
+            self.close()
+            if not reused:
+                raise
+            return self._send(method, path, raw, headers)
+
+    def _send(
+        self, method: str, path: str, raw: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         if self.conn is None:
             self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             self.connections += 1
+        self.requests += 1
         self.conn.request(method, path, body=raw, headers=headers)
         resp = self.conn.getresponse()
         data = resp.read()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import explain, report
+from benchmarks import explain, http_view, report
 from benchmarks.config import RunConfig
 from benchmarks.scenarios import REGISTRY, Scenario, load_plugins
 from tests.conftest import IN_CI, selected_backends
@@ -92,6 +92,15 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
         assert r["acknowledged_writes"] > 0 and 0 <= r["give_up_rate_writes"] <= 1
     assert "## Contention" in md
     assert all(name in md for name in REGISTRY)
+    # the HTTP view: each request answered 200 by the app and by rpquery serve, which
+    # kept its connection alive; no Placement columns without --placement
+    http = [(r["backend"], r["scenario"]) for r in data["http"]]
+    assert sorted(http) == sorted((b, n) for b in backends for n in http_view.SCENARIOS)
+    for r in data["http"]:
+        assert r["status"] == "ok" and r["serve_keep_alive"] and r["bytes"] > 0, r
+        assert r["library_ms"] > 0 and r["wsgi_ms"] > 0 and r["serve_ms"] > 0
+        assert "placement_http_ms" not in r and r["ratio_http"] is None
+    assert "## HTTP view" in md and "**Targets**" in md
 
     # Comparing the run with itself shows a 0 % change for every timed scenario.
     config = RunConfig.load(out / "config.json")
