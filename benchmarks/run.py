@@ -9,6 +9,7 @@ pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
 
     python -m benchmarks.run --scale small --backends sqlite,postgresql
     python -m benchmarks.run --placement          # side by side with OpenStack Placement
+    python -m benchmarks.run --placement --scenarios http   # the HTTP view alone
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--backends", default=os.environ.get("BENCH_BACKENDS", ",".join(ALL_BACKENDS))
     )
-    parser.add_argument("--scenarios", default="", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--scenarios",
+        default="",
+        help="comma-separated names, 'http' (the HTTP view), 'contention' (default: all)",
+    )
     parser.add_argument(
         "--placement", action="store_true", help="side by side with OpenStack Placement"
     )
