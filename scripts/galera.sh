@@ -8,6 +8,9 @@
 # Data, sockets and logs live under $GALERA_DIR (default /tmp/rpquery-galera), owned by
 # the mysql user; the machine's own MariaDB (3306, /var/lib/mysql) is never touched.
 # Memory is kept small (16 MiB buffer pool, 40 connections per node).
+# GALERA_SYNC_WAIT sets the nodes' default wsrep_sync_wait (default 0: off); the tests'
+# `galera` backend uses 7 (reads, updates/deletes and inserts wait until the node has
+# applied every write set committed anywhere before), see docs/deployment.md.
 set -euo pipefail
 
 DIR=${GALERA_DIR:-/tmp/rpquery-galera}
@@ -61,6 +64,7 @@ wsrep_sst_method=rsync
 wsrep_sst_receive_address=127.0.0.1:$((g + 2))
 wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$g;ist.recv_addr=127.0.0.1:$((g + 1));gcache.size=32M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.install_timeout=PT6S"
 wsrep_slave_threads=2
+wsrep_sync_wait=${GALERA_SYNC_WAIT:-0}
 CNF
 }
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -37,81 +36,44 @@ from rpquery.provider_usage import verify_provider_usages
 from rpquery.tables import allocations, consumers, metadata, resource_providers
 from rpquery.usage_summary import verify_usage_summary
 from tests.factories import new_uuid, provider
+from tests.galera_cluster import GaleraCluster
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "galera.sh"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 WANTED = IN_CI or os.environ.get("RPQUERY_TEST_GALERA", "") == "1"
-GALERA_DIR = os.environ.get("GALERA_DIR", f"/tmp/rpquery-galera-{os.getpid()}")
-
-
-def _free_ports() -> dict[str, str]:
-    """SQL and group-communication ports nobody listens on, so that several test runs
-    on one machine each get their own cluster."""
-    rng = random.Random(os.getpid())
-    for _ in range(50):
-        sql, gcomm = rng.randrange(20000, 29000, 10), rng.randrange(30000, 39000, 30)
-        wanted = [sql + i for i in range(3)] + [gcomm + i for i in range(30)]
-        try:
-            for port in wanted:
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return {"GALERA_PORT": str(sql), "GALERA_GCOMM_PORT": str(gcomm)}
-    return {}
-
-
-ENV = {**os.environ, "GALERA_DIR": GALERA_DIR, **_free_ports()}
 #: Reads after writes made through other nodes: wait until this node has applied them.
 SYNC_READS = {"init_command": "SET SESSION wsrep_sync_wait=1"}
 
 pytestmark = pytest.mark.galera
 
 
-def galera(*args: str) -> str:
-    done = subprocess.run(
-        ["bash", str(SCRIPT), *args], env=ENV, capture_output=True, text=True, timeout=400
-    )
-    if done.returncode:
-        raise RuntimeError(f"galera.sh {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[list[str]]:
-    """The three nodes' admin URLs (the ``mysql`` schema) of a running cluster."""
+def cluster() -> Iterator[GaleraCluster]:
+    """A running cluster of this module's own (free ports, own data directory)."""
     if not WANTED:
         pytest.skip("Galera tests run under CI=true or RPQUERY_TEST_GALERA=1")
+    running = GaleraCluster("tests")
     try:
-        try:
-            galera("up")
-        except (RuntimeError, subprocess.TimeoutExpired):
-            galera_down()  # a loaded machine: one more try from scratch
-            galera("up")
+        running.up()
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
-        galera_down()
         if IN_CI:
             pytest.fail(f"GALERA CLUSTER DID NOT START — {error}", pytrace=False)
         pytest.skip(f"Galera cluster did not start: {error}")
     try:
-        yield galera("urls").split()
+        yield running
     finally:
-        galera_down()
-
-
-def galera_down() -> None:
-    subprocess.run(["bash", str(SCRIPT), "down"], env=ENV, capture_output=True, timeout=300)
+        running.stop()
 
 
 @pytest.fixture
-def nodes(cluster: list[str]) -> Iterator[list[str]]:
+def nodes(cluster: GaleraCluster) -> Iterator[list[str]]:
     """A fresh migrated rpquery database on the cluster: its URL through each node."""
     name = f"rpq_g_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = sa.create_engine(cluster[0], isolation_level="AUTOCOMMIT")
+    admin_urls = cluster.urls()
+    admin = sa.create_engine(admin_urls[0], isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    urls = [str(sa.make_url(u).set(database=name)) for u in cluster]
+    urls = [str(sa.make_url(u).set(database=name)) for u in admin_urls]
     db = Database(urls[0])
     migrations.upgrade(db)
     db.dispose()
@@ -333,17 +295,19 @@ def test_sixteen_writers_over_three_nodes_never_over_allocate(nodes: list[str]) 
         _assert_exact_on(url, acked, unknown)
 
 
-def test_a_node_killed_mid_run_loses_nothing_acknowledged_and_rejoins(nodes: list[str]) -> None:
+def test_a_node_killed_mid_run_loses_nothing_acknowledged_and_rejoins(
+    cluster: GaleraCluster, nodes: list[str]
+) -> None:
     rps = _providers(nodes[0], capacity=1000)  # room for every claim: none refused
     time.sleep(0.5)
     procs, out = _run_writers(nodes, rps, claims=10, pause=0.3)
     time.sleep(1.0)
-    galera("kill", "2")
+    cluster.run("kill", "2")
     killed_at = time.time()
     acked, unknown = _collect(procs, out)
     # The writers on nodes 1 and 3 went on while node 2 was down.
     assert any(at > killed_at for at in acked.values()), "no write acknowledged after the kill"
-    galera("start", "2")
+    cluster.run("start", "2")
     for url in nodes:  # node 2 included: it has caught up (IST or SST)
         _assert_exact_on(url, acked, unknown, capacity=1000)
 
