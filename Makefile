@@ -12,15 +12,18 @@ BIND ?= 127.0.0.1:8778
 WORKERS ?= 2
 BENCH_SCALE ?= medium
 BENCH_BACKENDS ?= sqlite,postgresql,mysql
+BENCH_CLUSTER ?= 1
 SEEDS ?= 1-20
 BACKENDS ?= sqlite,postgresql,mysql
 DIFF_REQUESTS ?= 250
 SOAK_SECONDS ?= 600
 SOAK_FUZZ_EXAMPLES ?= 60
+# The write-path and concurrency suites that CI runs on the galera backend (make test-galera-writes)
+GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py tests/test_write_associations.py tests/test_write_catalog.py tests/test_write_inventory.py tests/test_write_providers.py tests/test_write_concurrency.py tests/test_tags_concurrency.py tests/reliability/test_contention.py
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters lint type bench bench-cluster bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -50,6 +53,12 @@ test-fast: $(STAMP) ## Run the suite on SQLite only
 test-clusters: $(STAMP) ## Only the Galera and hot-standby tests (they start and stop their own clusters; root)
 	RPQUERY_TEST_GALERA=1 RPQUERY_TEST_REPLICA=1 $(BIN)/python -m pytest -q -m 'galera or replica' $(PYTEST_ARGS)
 
+test-galera: $(STAMP) ## The whole suite on the galera backend: a 3-node cluster, each connection to the next node (root)
+	RPQUERY_TEST_BACKENDS=galera $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-galera-writes: $(STAMP) ## Only the write-path and concurrency suites (GALERA_SUITES) on the galera backend, as CI runs them
+	RPQUERY_TEST_BACKENDS=galera $(BIN)/python -m pytest -q $(GALERA_SUITES) $(PYTEST_ARGS)
+
 galera-up: ## Start a 3-node MariaDB Galera cluster on 127.0.0.1:4406-4408 (scripts/galera.sh; root)
 	bash scripts/galera.sh up
 
@@ -71,8 +80,8 @@ lint: $(STAMP) ## ruff over the package, tests and benchmarks
 type: $(STAMP) ## mypy on the package
 	$(BIN)/mypy
 
-bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_BACKENDS; writes benchmarks/results/<ts>/
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run
+bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_BACKENDS, as root with the cluster scenarios (BENCH_CLUSTER=0: without); writes benchmarks/results/<ts>/
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) BENCH_CLUSTER=$(BENCH_CLUSTER) $(BIN)/python -m benchmarks.run
 
 bench-cluster: $(STAMP) ## Claims/s on a 3-node Galera cluster (1/8/16 writers, one node vs three) and candidates on a hot standby vs primary (root)
 	$(BIN)/python -m benchmarks.cluster

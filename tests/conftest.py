@@ -14,6 +14,15 @@ Each pytest run creates its own throw-away database on every server (so several 
 can share one server), migrates it once, and empties it before every test (standard
 resource classes and traits stay). ``RPQUERY_TEST_BACKENDS=sqlite,postgresql`` limits
 the backends.
+
+``galera`` is a fourth backend, only when named (``RPQUERY_TEST_BACKENDS=galera``, ``make
+test-galera``): MariaDB on a 3-node Galera cluster the session starts on free ports
+(tests/galera_cluster.py), reached through a round-robin proxy with no connection pool,
+so every connection a test, a thread or a forked worker opens lands on the next node.
+The nodes run with ``wsrep_sync_wait=7`` (a statement waits for the write sets
+committed anywhere before it: tests read their own writes through another node). A test
+that relies on what one server gives and Galera does not across nodes is marked
+``@pytest.mark.single_server("why")``: on ``galera`` it runs as an expected failure.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from rpquery.db import Database
 from rpquery.tables import CUSTOM_RC_MIN_ID, metadata, resource_classes, resource_providers, traits
 
 ALL_BACKENDS = ("sqlite", "postgresql", "mysql")
+OPT_IN_BACKENDS = ("galera",)
 SERVER_BACKENDS = ("postgresql", "mysql")
 LOCAL_DEFAULTS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
@@ -48,7 +58,14 @@ def selected_backends() -> tuple[str, ...]:
     wanted = os.environ.get("RPQUERY_TEST_BACKENDS")
     if not wanted:
         return ALL_BACKENDS
-    return tuple(b for b in ALL_BACKENDS if b in {w.strip() for w in wanted.split(",")})
+    names = {w.strip() for w in wanted.split(",")}
+    return tuple(b for b in ALL_BACKENDS + OPT_IN_BACKENDS if b in names)
+
+
+#: The opt-in backends selected for this run (parameters of ``db`` and ``server_db``).
+OPTED_IN = tuple(b for b in OPT_IN_BACKENDS if b in selected_backends())
+#: tests/test_galera_backend.py checks the galera backend itself: collected only with it.
+collect_ignore = [] if "galera" in OPTED_IN else ["test_galera_backend.py"]
 
 
 # ----------------------------------------------------------------- server discovery
@@ -81,7 +98,20 @@ def _from_container(backend: str) -> Server | None:
     return Server(backend, url, container=my)
 
 
+def _galera() -> Server:
+    from tests.galera_cluster import GaleraCluster
+
+    cluster = GaleraCluster("backend", sync_wait=7, proxy=True)
+    try:
+        cluster.up()
+    except Exception as error:  # noqa: BLE001 - reported as the backend's reason
+        return Server("galera", None, f"galera: the cluster did not start: {error}")
+    return Server("galera", make_url(cluster.proxy_url), container=cluster)
+
+
 def _discover(backend: str) -> Server:
+    if backend == "galera":
+        return _galera()
     env = os.environ.get(f"RPQUERY_TEST_{backend.upper()}_URL")
     if env:
         if answers(env):
@@ -102,7 +132,7 @@ def _discover(backend: str) -> Server:
 
 @pytest.fixture(scope="session")
 def servers() -> Iterator[dict[str, Server]]:
-    found = {b: _discover(b) for b in SERVER_BACKENDS if b in selected_backends()}
+    found = {b: _discover(b) for b in SERVER_BACKENDS + OPTED_IN if b in selected_backends()}
     yield found
     for server in found.values():
         if server.container is not None:
@@ -166,7 +196,9 @@ def _migrated(database_url):  # type: ignore[no-untyped-def]
 
     def get(backend: str) -> Database:
         if backend not in cache:
-            db = Database(database_url(backend))
+            # galera: no pool, so that each checkout is a new connection to the next node
+            pool = {"poolclass": sa.pool.NullPool} if backend == "galera" else {}
+            db = Database(database_url(backend), **pool)
             migrations.upgrade(db)
             cache[backend] = db
         return cache[backend]
@@ -192,19 +224,22 @@ def empty_database(db: Database) -> None:
 
 
 def _db_for(request: pytest.FixtureRequest, backend: str) -> Database:
+    marker = request.node.get_closest_marker("single_server")
+    if backend == "galera" and marker is not None:
+        request.applymarker(pytest.mark.xfail(reason=f"single server only: {marker.args[0]}"))
     db: Database = request.getfixturevalue("_migrated")(backend)
     empty_database(db)
     _ran[backend] += 1
     return db
 
 
-@pytest.fixture(params=ALL_BACKENDS)
+@pytest.fixture(params=ALL_BACKENDS + OPTED_IN)
 def db(request: pytest.FixtureRequest) -> Database:
     """A migrated, empty database on each backend in turn."""
     return _db_for(request, request.param)
 
 
-@pytest.fixture(params=SERVER_BACKENDS)
+@pytest.fixture(params=SERVER_BACKENDS + OPTED_IN)
 def server_db(request: pytest.FixtureRequest) -> Database:
     """Like ``db`` but only PostgreSQL and MariaDB (concurrency tests)."""
     return _db_for(request, request.param)
@@ -217,5 +252,5 @@ def sqlite_db(request: pytest.FixtureRequest) -> Database:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
-    parts = [f"{b}={_ran.get(b, 0)}" for b in ALL_BACKENDS]
+    parts = [f"{b}={_ran.get(b, 0)}" for b in ALL_BACKENDS + OPTED_IN]
     terminalreporter.write_sep("=", "rpquery database tests per backend: " + " ".join(parts))
