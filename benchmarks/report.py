@@ -59,7 +59,7 @@ def add_records(out: Path, kind: str, records: list[dict[str, Any]]) -> None:
 def _records(out: Path) -> dict[str, Any]:
     path = out / "records.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    for kind in ("loads", "results", "placement", "http", "contention"):
+    for kind in ("loads", "results", "placement", "http", "contention", "cluster"):
         data.setdefault(kind, [])
     return data
 
@@ -272,6 +272,7 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
         md += ["", f"![rpquery vs Placement]({ratio_plot})"]
     md += ["", *http_view.markdown(data["http"])]
     md += ["", *_contention_section(data["contention"])]
+    md += ["", *_cluster_section(data["cluster"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
 
@@ -291,6 +292,23 @@ def _contention_section(rows: list[dict[str, Any]]) -> list[str]:
         "retries and reached the caller; afterwards every invariant was checked.",
         "",
         *markdown(rows),
+    ]
+    return md
+
+
+def _cluster_section(rows: list[dict[str, Any]]) -> list[str]:
+    from benchmarks.cluster import markdown
+
+    md = ["## Clusters", ""]
+    if not rows:
+        return [*md, "Not run (select it with `--scenarios cluster`)."]
+    why = {r["cluster"]: r["not_run"] for r in rows if "not_run" in r}
+    md += [
+        "rpquery on loopback clusters started for the run (benchmarks/cluster.py, "
+        "[deployment.md](../../../docs/deployment.md)). Every node shares this machine's "
+        "cores: the figures compare the columns with each other, not with one server.",
+        "",
+        *markdown([r for r in rows if "not_run" not in r], why),
     ]
     return md
 

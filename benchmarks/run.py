@@ -10,6 +10,13 @@ pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
     python -m benchmarks.run --scale small --backends sqlite,postgresql
     python -m benchmarks.run --placement          # side by side with OpenStack Placement
     python -m benchmarks.run --placement --scenarios http   # the HTTP view alone
+
+After the timed scenarios come ``contention`` and ``cluster``: claims/s on a 3-node
+Galera cluster (1/8/16 writers, one node vs three; when ``mysql`` is benchmarked) and
+candidates latency on a PostgreSQL hot standby vs its primary (when ``postgresql`` is),
+each cluster started on loopback for the run (benchmarks/cluster.py; root and the
+cluster tools, otherwise the report says why they were not run; ``--no-cluster`` or
+``BENCH_CLUSTER=0`` leaves them out).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         default="",
-        help="comma-separated names, 'http' (the HTTP view), 'contention' (default: all)",
+        help="comma-separated names, 'http' (HTTP view), 'contention', 'cluster' (default: all)",
     )
     parser.add_argument(
         "--placement", action="store_true", help="side by side with OpenStack Placement"
@@ -52,6 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
         "--no-autosave", action="store_true", help="skip pytest-benchmark autosave"
+    )
+    parser.add_argument(
+        "--no-cluster",
+        action="store_true",
+        default=os.environ.get("BENCH_CLUSTER", "1") == "0",
+        help="leave out the Galera and hot-standby scenarios (BENCH_CLUSTER=0)",
     )
     return parser.parse_args(argv)
 
@@ -90,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     code = _run_pytest(config, out, autosave=not args.no_autosave)
     if not config.scenarios or "contention" in config.scenarios:
         _run_contention(config, out)
+    if not config.scenarios or "cluster" in config.scenarios:
+        _run_cluster(wanted, args.scale, out, skip="--no-cluster" if args.no_cluster else "")
     baseline = args.baseline or report.find_baseline(RESULTS, out, args.scale)
     summary = report.build(out, config, notes, baseline)
     print(summary)
@@ -106,6 +121,38 @@ def _run_contention(config: RunConfig, out: Path) -> None:
     print(f"contention: {workload.seconds:g} s per backend", file=sys.stderr)
     runs, _ = contention.run_backends(config.backends, workload)
     report.add_records(out, "contention", [r.summary() for r in runs])
+
+
+#: Seconds per Galera writer cell and candidates requests per replica row, per scale.
+CLUSTER_AT_SCALE = {
+    "tiny": (1.0, 10),
+    "small": (3.0, 30),
+    "medium": (5.0, 50),
+    "large": (10.0, 100),
+}
+
+
+def _run_cluster(wanted: tuple[str, ...], scale: str, out: Path, *, skip: str) -> None:
+    """The ``cluster`` scenario (benchmarks/cluster.py): Galera with ``mysql``, the hot
+    standby with ``postgresql``; its records (or why it was not run) go to records.json."""
+    from benchmarks import cluster
+
+    which = tuple(c for c, b in (("galera", "mysql"), ("replica", "postgresql")) if b in wanted)
+    why = {c: f"{b} not in the benchmarked backends" for c, b in
+           (("galera", "mysql"), ("replica", "postgresql")) if c not in which}  # fmt: skip
+    records: list[dict[str, object]] = []
+    if skip:
+        why.update({c: f"left out ({skip})" for c in which})
+    elif which:
+        seconds, repeat = CLUSTER_AT_SCALE[scale]
+        print(f"cluster: {', '.join(which)} ({seconds:g} s per Galera cell)", file=sys.stderr)
+        records, failed = cluster.run(which, seconds, repeat)
+        why.update(failed)
+    for name, reason in sorted(why.items()):
+        print(f"CLUSTER {name.upper()} NOT RUN — {reason}", file=sys.stderr)
+    report.add_records(
+        out, "cluster", [*records, *({"cluster": c, "not_run": r} for c, r in why.items())]
+    )
 
 
 def _run_pytest(config: RunConfig, out: Path, *, autosave: bool) -> int:

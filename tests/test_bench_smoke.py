@@ -57,6 +57,7 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
             "--out",
             str(out),
             "--no-autosave",
+            "--no-cluster",  # the Galera / hot-standby scenarios: tests/test_galera.py etc.
             "--baseline",
             str(tmp_path / "none.json"),
         ],
@@ -91,6 +92,7 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
         assert r["violations"] == [] and r["invariants_checked"] > 40
         assert r["acknowledged_writes"] > 0 and 0 <= r["give_up_rate_writes"] <= 1
     assert "## Contention" in md
+    assert "## Clusters" in md and "Not run: left out (--no-cluster)." in md
     assert all(name in md for name in REGISTRY)
     # the HTTP view: each request answered 200 by the app and by rpquery serve, which
     # kept its connection alive; no Placement columns without --placement
