@@ -227,8 +227,10 @@ def run(
     for name in which:
         if name in why:
             continue
+        load = round(os.getloadavg()[0], 1)
         try:
-            records += bench_galera(seconds) if name == "galera" else bench_replica(repeat)
+            done = bench_galera(seconds) if name == "galera" else bench_replica(repeat)
+            records += [{**r, "load_average": load} for r in done]
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
             why[name] = f"the cluster did not start or failed: {str(error)[:300]}"
     return records, why
@@ -264,7 +266,8 @@ def markdown(records: list[dict[str, Any]], why: dict[str, str]) -> list[str]:
     if galera:
         md += [
             f"{galera[0]['seconds']:g} s per cell; one node: every writer on node 1; three "
-            "nodes: each writer's claims go to the nodes in turn.",
+            "nodes: each writer's claims go to the nodes in turn. Load average "
+            f"{galera[0].get('load_average', '?')} when it started.",
             "",
             *galera_markdown(records),
         ]
@@ -272,7 +275,9 @@ def markdown(records: list[dict[str, Any]], why: dict[str, str]) -> list[str]:
         md.append(f"Not run: {why.get('galera', 'not selected')}.")
     md += ["", "### PostgreSQL: candidates on 200 providers, hot standby vs primary", ""]
     if any(r.get("cluster") == "replica" for r in records):
-        md += [f"`{CANDIDATES_QUERY}`", "", *replica_markdown(records)]
+        load = next(r.get("load_average", "?") for r in records if r.get("cluster") == "replica")
+        md += [f"`{CANDIDATES_QUERY}`; load average {load} when it started.", ""]
+        md += replica_markdown(records)
     else:
         md.append(f"Not run: {why.get('replica', 'not selected')}.")
     return md
