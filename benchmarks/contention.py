@@ -7,7 +7,7 @@ soak`` (the same for minutes, with connections killed mid-write):
 - ``writers`` processes (default 16) each claim new consumers on random hosts (one or two
   classes), delete them, and move them to another host (a generation-guarded
   replace touching two providers);
-- ``schedulers`` processes (default 8) run :func:`rpquery.scheduling.schedule` into
+- ``schedulers`` processes (default 8) run :func:`rpquery.server_groups.scheduling.schedule` into
   three shared server groups — ``plain`` (soft-anti-affinity: weighs only), ``affinity``
   and ``anti-affinity`` — and release their instances again;
 - optionally a killer thread terminates a random connection of the database every
@@ -22,8 +22,8 @@ consumer and requires the old or the new state, nothing in between.
 acknowledged write present (allocations and consumer generation), no partial consumer
 (no consumer row without allocations or the reverse; a scheduled instance is a member
 with allocations, or neither), hard group policies held, and the usage summaries exact
-(``rpquery db check``: :func:`~rpquery.usage_summary.verify_usage_summary`,
-:func:`~rpquery.provider_usage.verify_provider_usages`).
+(``rpquery db check``: :func:`~rpquery.usage.summary.verify_usage_summary`,
+:func:`~rpquery.usage.provider_totals.verify_provider_usages`).
 
     python -m benchmarks.contention --seconds 20 --backends postgresql,mysql
 """
@@ -48,12 +48,13 @@ import sqlalchemy as sa
 
 from benchmarks.config import available_backends, scratch_database
 from benchmarks.invariants import Ack, check_invariants, read_state
-from rpquery import allocations as alloc
-from rpquery import inventory, providers, scheduling
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, Conflict, RpqueryError
 from rpquery.models import ConsumerAllocations, Inventory
-from rpquery.policies import server_groups as sg
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import scheduling
+from rpquery.write import allocations as alloc
+from rpquery.write import inventory, providers
 
 PROJECT, USER, TYPE = "bench-project", "bench-user", "INSTANCE"
 #: Writers spread over this many projects (writer i: project i mod 4), so the usage

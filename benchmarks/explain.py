@@ -1,11 +1,11 @@
 """EXPLAIN every SELECT a scenario sends, and flag full scans of the big tables.
 
 The statements are captured with a :class:`~rpquery.db.Database` tracer while the
-scenario runs once, then re-sent with :func:`rpquery.dialects.explain_prefix`
+scenario runs once, then re-sent with :func:`rpquery.store.dialects.explain_prefix`
 (PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``, MariaDB ``ANALYZE FORMAT=JSON``, SQLite
 ``EXPLAIN QUERY PLAN``). A full scan of ``allocations``, ``inventories``,
 ``resource_provider_traits`` or ``rpq_provider_usages`` is flagged, naming the index
-that would serve the statement's predicates (from :mod:`rpquery.tables`).
+that would serve the statement's predicates (from :mod:`rpquery.store.tables`).
 
 >>> aliases("SELECT 1 FROM allocations AS a JOIN inventories ON x = y")
 {'allocations': 'allocations', 'a': 'allocations', 'inventories': 'inventories'}
@@ -23,9 +23,9 @@ from typing import Any
 
 from sqlalchemy import PrimaryKeyConstraint, UniqueConstraint
 
-from rpquery import dialects
 from rpquery.db import Database
-from rpquery.tables import metadata
+from rpquery.store import dialects
+from rpquery.store.tables import metadata
 
 WATCHED = ("allocations", "inventories", "resource_provider_traits", "rpq_provider_usages")
 _KEYWORDS = {

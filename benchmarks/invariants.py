@@ -12,8 +12,8 @@ tests/reliability/, ``make soak``).
 - **hard group policies held**: an affinity group's members on one host, an
   anti-affinity group's at most its limit per host;
 - **summaries exact**, as ``rpquery db check`` verifies them:
-  :func:`~rpquery.usage_summary.verify_usage_summary` and
-  :func:`~rpquery.provider_usage.verify_provider_usages` find no difference.
+  :func:`~rpquery.usage.summary.verify_usage_summary` and
+  :func:`~rpquery.usage.provider_totals.verify_provider_usages` find no difference.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from rpquery import allocations as alloc
-from rpquery.consumers import get_consumer
 from rpquery.db import Database
 from rpquery.errors import NotFound, RpqueryError
-from rpquery.policies import server_groups as sg
-from rpquery.provider_usage import verify_provider_usages
-from rpquery.tables import allocations, consumers, inventories, server_group_members
-from rpquery.usage_summary import verify_usage_summary
+from rpquery.server_groups import groups as sg
+from rpquery.store.tables import allocations, consumers, inventories, server_group_members
+from rpquery.usage.provider_totals import verify_provider_usages
+from rpquery.usage.summary import verify_usage_summary
+from rpquery.write import allocations as alloc
+from rpquery.write.consumers import get_consumer
 
 Alloc = dict[str, dict[str, int]]
 

@@ -8,9 +8,9 @@ whose rpquery module has not landed are reported as "not available", not failed.
 Adding one (e.g. a policy owner adding theirs) is one function, here or in a module
 ``benchmarks/scenarios_<feature>.py`` (found by :func:`load_plugins`)::
 
-    @scenario("aggregate_metadata_filter", needs=("rpquery.policies.aggregate_metadata",))
+    @scenario("aggregate_metadata_filter", needs=("rpquery.aggregate_metadata.metadata",))
     def aggregate_metadata_filter(ctx: Context) -> Prepared:
-        from rpquery.policies.aggregate_metadata import AggregateMetadataPolicy
+        from rpquery.aggregate_metadata.metadata import AggregateMetadataPolicy
         ...
         return candidates(ctx, "resources=VCPU:1", policies=(policy,))
 """
@@ -29,7 +29,7 @@ import sqlalchemy as sa
 
 from rpquery.db import Database
 from rpquery.generator import CloudSummary
-from rpquery.tables import inventories, resource_classes, resource_providers
+from rpquery.store.tables import inventories, resource_classes, resource_providers
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def _candidate_call(query: str, exact: bool) -> PlacementCall:
 
 def candidates(ctx: Context, query: str, *, policies: Sequence[Any] = ()) -> Prepared:
     """Time ``allocation_candidates(db, query)``; the Placement twin is the same query."""
-    from rpquery.candidates import allocation_candidates
+    from rpquery.read.candidates import allocation_candidates
 
     def answer() -> Any:
         return allocation_candidates(ctx.db, query, policies=tuple(policies))
@@ -180,7 +180,7 @@ def _provider_set(items: Any) -> set[str]:
 # ---------------------------------------------------------------- read scenarios
 
 FORBID_GPU = "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU"
-CANDIDATES = ("rpquery.candidates:allocation_candidates",)
+CANDIDATES = ("rpquery.read.candidates:allocation_candidates",)
 
 
 @scenario("candidates_forbidden_trait", needs=CANDIDATES)
@@ -256,10 +256,10 @@ def candidates_50_identical_groups_limit1(ctx: Context) -> Prepared:
     return Prepared(run=prepared.run, answer=prepared.answer)
 
 
-@scenario("providers_required_forbidden", needs=("rpquery.provider_list:list_providers",))
+@scenario("providers_required_forbidden", needs=("rpquery.read.providers:list_providers",))
 def providers_required_forbidden(ctx: Context) -> Prepared:
     """``GET /resource_providers`` with a required and a forbidden trait."""
-    from rpquery.provider_list import list_providers
+    from rpquery.read.providers import list_providers
 
     query = "required=HW_CPU_X86_AVX2,!CUSTOM_GPU"
 
@@ -277,11 +277,11 @@ def providers_required_forbidden(ctx: Context) -> Prepared:
     )
 
 
-@scenario("usages_by_consumer_type", needs=("rpquery.usages:project_usages",))
+@scenario("usages_by_consumer_type", needs=("rpquery.usage.reads:project_usages",))
 def usages_by_consumer_type(ctx: Context) -> Prepared:
     """Project usages grouped by consumer type (Placement 1.38), read from the usage
     summary: the same cost whatever the project's size."""
-    from rpquery.usages import project_usages
+    from rpquery.usage.reads import project_usages
 
     project = ctx.cloud.project_ids[0]
 
@@ -308,11 +308,11 @@ def _placement_usage_groups(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@scenario("usages_one_user_one_type", needs=("rpquery.usages:project_usages",))
+@scenario("usages_one_user_one_type", needs=("rpquery.usage.reads:project_usages",))
 def usages_one_user_one_type(ctx: Context) -> Prepared:
     """Usages of one user of a project, INSTANCE consumers only (Placement 1.38 filters):
     two primary-key lookups in the usage summary."""
-    from rpquery.usages import project_usages
+    from rpquery.usage.reads import project_usages
 
     project, user = ctx.cloud.project_ids[0], ctx.cloud.user_ids[0]
 
@@ -346,8 +346,8 @@ def _vcpu_providers(db: Database, limit: int = 400) -> list[str]:
 
 
 def _claims(ctx: Context, writers: int, per_writer: int) -> Prepared:
-    from rpquery.allocations import replace_allocations
     from rpquery.models import ConsumerAllocations
+    from rpquery.write.allocations import replace_allocations
 
     targets = _vcpu_providers(ctx.db)
     # Not project 0: the usages scenario reads that one.
@@ -395,7 +395,7 @@ def _claims(ctx: Context, writers: int, per_writer: int) -> Prepared:
     return Prepared(run=run, explain=writers == 1, ops=writers * per_writer)
 
 
-WRITES = ("rpquery.allocations:replace_allocations", "rpquery.models:ConsumerAllocations")
+WRITES = ("rpquery.write.allocations:replace_allocations", "rpquery.models:ConsumerAllocations")
 
 
 @scenario("claim_1_writer", needs=WRITES, writes=True)

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from benchmarks.scenarios import Context, Prepared, candidates, scenario
 from rpquery.db import Database
-from rpquery.tables import aggregate_metadata
+from rpquery.store.tables import aggregate_metadata
 
 QUERY = "resources=VCPU:1,MEMORY_MB:512"
 AGGREGATES = 50
@@ -44,8 +44,8 @@ EXTRA_SPECS_ALL_PASS = {
     "hw:cpu_policy": "<or> shared <or> dedicated",
 }
 NEEDS = (
-    "rpquery.candidates:allocation_candidates",
-    "rpquery.policies.aggregate_metadata:AggregateMetadataFilter",
+    "rpquery.read.candidates:allocation_candidates",
+    "rpquery.aggregate_metadata.metadata:AggregateMetadataFilter",
 )
 
 
@@ -72,7 +72,7 @@ def metadata_for(i: int) -> dict[str, str]:
 
 def ensure_metadata(db: Database, aggregate_uuids: tuple[str, ...], count: int) -> int:
     """Write metadata on the first ``count`` aggregates (once per database)."""
-    from rpquery.policies.aggregate_metadata import set_metadata
+    from rpquery.aggregate_metadata.metadata import set_metadata
 
     with db.connect() as conn:
         if conn.execute(sa.select(sa.func.count()).select_from(aggregate_metadata)).scalar():
@@ -85,7 +85,7 @@ def ensure_metadata(db: Database, aggregate_uuids: tuple[str, ...], count: int) 
 @scenario("candidates_extra_specs_4_keys", needs=NEEDS)
 def candidates_extra_specs_4_keys(ctx: Context) -> Prepared:
     """Candidates filtered by a 4-key flavor over aggregates with metadata (no limit)."""
-    from rpquery.policies.aggregate_metadata import AggregateMetadataFilter
+    from rpquery.aggregate_metadata.metadata import AggregateMetadataFilter
 
     ensure_metadata(ctx.db, ctx.cloud.host_aggregates, AGGREGATES)
     return candidates(ctx, QUERY, policies=(AggregateMetadataFilter(EXTRA_SPECS),))
@@ -94,7 +94,7 @@ def candidates_extra_specs_4_keys(ctx: Context) -> Prepared:
 @scenario("candidates_extra_specs_4_keys_all_pass", needs=NEEDS)
 def candidates_extra_specs_4_keys_all_pass(ctx: Context) -> Prepared:
     """The same with a 4-key flavor that every host with metadata passes."""
-    from rpquery.policies.aggregate_metadata import AggregateMetadataFilter
+    from rpquery.aggregate_metadata.metadata import AggregateMetadataFilter
 
     ensure_metadata(ctx.db, ctx.cloud.host_aggregates, AGGREGATES)
     return candidates(ctx, QUERY, policies=(AggregateMetadataFilter(EXTRA_SPECS_ALL_PASS),))

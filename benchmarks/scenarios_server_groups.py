@@ -22,21 +22,21 @@ import sqlalchemy as sa
 
 from benchmarks.scenarios import Context, Prepared, candidates, scenario
 from rpquery.db import Database
-from rpquery.tables import allocations, server_group_members, server_groups
+from rpquery.store.tables import allocations, server_group_members, server_groups
 
 QUERY = "resources=VCPU:1,MEMORY_MB:512"
 GROUP_NAME = "bench-soft-anti-affinity"
 MEMBERS = 500
 NEEDS = (
-    "rpquery.candidates:allocation_candidates",
-    "rpquery.policies.server_groups:policy_for_group",
+    "rpquery.read.candidates:allocation_candidates",
+    "rpquery.server_groups.groups:policy_for_group",
 )
 
 
 def ensure_group(db: Database, members: int = MEMBERS) -> str:
     """The benchmark's soft-anti-affinity group, created once per database with
     ``members`` consumers that hold allocations (the first ones by uuid)."""
-    from rpquery.policies import server_groups as sg
+    from rpquery.server_groups import groups as sg
 
     with db.connect() as conn:
         found = conn.execute(
@@ -62,7 +62,7 @@ def ensure_group(db: Database, members: int = MEMBERS) -> str:
 @scenario("candidates_soft_anti_affinity_500", needs=NEEDS)
 def candidates_soft_anti_affinity_500(ctx: Context) -> Prepared:
     """Candidates ordered by a soft-anti-affinity group of 500 members (no limit)."""
-    from rpquery.policies.server_groups import policy_for_group
+    from rpquery.server_groups.groups import policy_for_group
 
     policy = policy_for_group(ctx.db, ensure_group(ctx.db))
     return candidates(ctx, QUERY, policies=(policy,))

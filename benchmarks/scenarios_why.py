@@ -26,11 +26,11 @@ from benchmarks.scenarios import Context, Prepared, scenario
 WHY_NOBODY = "resources=VCPU:200,MEMORY_MB:4096&required=!CUSTOM_GPU"
 #: A request most hosts pass: the search runs on the survivors.
 WHY_MOST_FIT = "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU"
-WHY = ("rpquery.why:explain_no_candidates",)
+WHY = ("rpquery.insight._why:explain_no_candidates",)
 
 
 def _why(ctx: Context, query: str) -> Prepared:
-    from rpquery.why import explain_no_candidates
+    from rpquery.insight._why import explain_no_candidates
 
     def answer() -> Any:
         return explain_no_candidates(ctx.db, query)
@@ -50,11 +50,11 @@ def why_most_hosts_fit(ctx: Context) -> Prepared:
     return _why(ctx, WHY_MOST_FIT)
 
 
-HEADROOM = ("rpquery.headroom:headroom",)
+HEADROOM = ("rpquery.insight._headroom:headroom",)
 
 
 def _headroom(ctx: Context, query: str) -> Prepared:
-    from rpquery.headroom import headroom
+    from rpquery.insight._headroom import headroom
 
     def answer() -> Any:
         return headroom(ctx.db, query)

@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from rpquery import dialects
 from rpquery.errors import (
     ConcurrentUpdate,
     Conflict,
@@ -34,6 +33,7 @@ from rpquery.errors import (
     RpqueryError,
     SchemaError,
 )
+from rpquery.store import dialects
 
 T = TypeVar("T")
 
@@ -132,7 +132,7 @@ class Database:
     ``count_statements()``) see every statement sent to the server.
     ``max_search_steps`` is the allocation-candidate search budget of every request
     on this database (``None``: the environment's or the default, see
-    ``rpquery.candidates.search_budget``).
+    ``rpquery.read.candidates.search_budget``).
 
     ``replicas``: read-only copies of the database (PostgreSQL hot standbys, MariaDB
     replicas). ``connect()`` (every read: candidates, provider lists, usages) then uses
@@ -326,7 +326,7 @@ class Database:
 
     def upgrade(self, revision: str = "head") -> None:
         """Create or upgrade the schema and sync standard classes and traits."""
-        from rpquery import migrations
+        from rpquery.store import migrations
 
         migrations.upgrade(self, revision)
 

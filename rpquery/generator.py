@@ -35,10 +35,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from rpquery import catalog, dialects, migrations
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.tables import (
+from rpquery.store import catalog, dialects, migrations
+from rpquery.store.tables import (
     allocations,
     consumer_counts,
     consumer_types,

@@ -1,8 +1,8 @@
 """Frozen value types of the write path: providers, inventories, consumer allocations.
 
 These are plain values: building one never touches the database and never validates
-against it. The write functions (:mod:`rpquery.providers`, :mod:`rpquery.inventory`,
-:mod:`rpquery.allocations`) validate them before anything is sent to the server, so a
+against it. The write functions (:mod:`rpquery.write.providers`, :mod:`rpquery.write.inventory`,
+:mod:`rpquery.write.allocations`) validate them before anything is sent to the server, so a
 value read back from an odd Placement database can still be represented.
 
 >>> inv = Inventory(total=8, reserved=2, allocation_ratio=4.0)
@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from rpquery._validation import matches
 from rpquery.errors import InvalidRequest
-from rpquery.validation import matches
 
 
 @dataclass(frozen=True)

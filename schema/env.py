@@ -1,6 +1,6 @@
 """Alembic environment for rpquery.
 
-Runs on a connection handed over by :func:`rpquery.migrations.upgrade` (or opens one
+Runs on a connection handed over by :func:`rpquery.store.migrations.upgrade` (or opens one
 from ``sqlalchemy.url`` when run by the ``alembic`` command). rpquery keeps its own
 version table, ``rpquery_alembic_version``, so it coexists with Placement's
 ``alembic_version``.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from rpquery.migrations import VERSION_TABLE, include_object
-from rpquery.tables import metadata
+from rpquery.store.migrations import VERSION_TABLE, include_object
+from rpquery.store.tables import metadata
 
 config = context.config
 

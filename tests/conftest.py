@@ -38,9 +38,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from benchmarks.config import answers
-from rpquery import migrations
 from rpquery.db import Database
-from rpquery.tables import CUSTOM_RC_MIN_ID, metadata, resource_classes, resource_providers, traits
+from rpquery.store import migrations
+from rpquery.store.tables import (
+    CUSTOM_RC_MIN_ID,
+    metadata,
+    resource_classes,
+    resource_providers,
+    traits,
+)
 
 ALL_BACKENDS = ("sqlite", "postgresql", "mysql")
 OPT_IN_BACKENDS = ("galera",)

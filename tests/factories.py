@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from rpquery.tables import (
+from rpquery.store.tables import (
     CUSTOM_RC_MIN_ID,
     allocations,
     consumer_types,

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from rpquery.request import CandidatesRequest, RequestGroup
+from rpquery.read.request import CandidatesRequest, RequestGroup
 
 SHARING = "MISC_SHARES_VIA_AGGREGATE"
 

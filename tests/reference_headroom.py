@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from rpquery.request import CandidatesRequest
+from rpquery.read.request import CandidatesRequest
 from tests.reference import SHARING, Cloud, reference_candidates
 
 Placement = tuple[tuple[tuple[str, str], int], ...]

@@ -14,11 +14,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from rpquery.candidates import allocation_candidates
-from rpquery.cli import main
-from rpquery.db import Database
-from rpquery.errors import InvalidRequest, NotFound
-from rpquery.policies.aggregate_metadata import (
+from rpquery.aggregate_metadata.extra_specs import host_passes
+from rpquery.aggregate_metadata.metadata import (
     AggregateMetadataFilter,
     get_metadata,
     list_metadata,
@@ -27,9 +24,12 @@ from rpquery.policies.aggregate_metadata import (
     set_metadata,
     unset_metadata,
 )
-from rpquery.policies.extra_specs import host_passes
-from rpquery.provider_list import list_providers
-from rpquery.tables import aggregate_metadata, resource_providers
+from rpquery.cli import main
+from rpquery.db import Database
+from rpquery.errors import InvalidRequest, NotFound
+from rpquery.read.candidates import allocation_candidates
+from rpquery.read.providers import list_providers
+from rpquery.store.tables import aggregate_metadata, resource_providers
 from tests.factories import new_uuid, provider
 from tests.seed000_examples import EXAMPLES, FMC, Example
 

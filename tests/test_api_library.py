@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from rpquery import catalog, providers
 from rpquery.errors import Conflict, InvalidRequest, NotFound
+from rpquery.store import catalog
+from rpquery.write import providers
 from tests.factories import provider
 
 

@@ -13,13 +13,13 @@ import json
 
 import pytest
 
-from rpquery import allocations as alloc_api
-from rpquery import usages
-from rpquery.allocations import ConsumerAllocations
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, DatabaseError
-from rpquery.provider_list import list_providers
-from rpquery.providers import create_provider
+from rpquery.read.providers import list_providers
+from rpquery.usage import reads as usages
+from rpquery.write import allocations as alloc_api
+from rpquery.write.allocations import ConsumerAllocations
+from rpquery.write.providers import create_provider
 from tests.factories import new_uuid, provider
 
 TWINS = ["PROJ", "Proj", "proj ", "prój"]
@@ -93,7 +93,7 @@ def test_user_twin_is_a_distinct_owner_or_a_named_conflict(db: Database, host: s
 def test_provider_name_twin_is_a_second_provider_or_a_conflict_naming_the_collation(
     db: Database,
 ) -> None:
-    from rpquery.providers import rename_provider
+    from rpquery.write.providers import rename_provider
 
     create_provider(db, "Web")
     other = create_provider(db, "db")
@@ -132,7 +132,7 @@ def test_sessions_are_strict_whatever_the_server_default(db: Database) -> None:
     here the connection's initial) mode is lax: 1e300 would be stored as 3.4e38."""
     import sqlalchemy as sa
 
-    from rpquery.tables import inventories
+    from rpquery.store.tables import inventories
 
     kw = {}
     if db.dialect_name == "mysql":

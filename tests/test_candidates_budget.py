@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest, TooComplex
+from rpquery.read.candidates import allocation_candidates
 from tests.factories import Ref, provider
 from tests.test_candidates_nested import mappings_by_name, requests_by_name
 

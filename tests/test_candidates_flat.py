@@ -14,12 +14,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
-from rpquery.candidates import AllocationCandidates, allocation_candidates, candidate_statements
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.provider_list import list_providers
-from rpquery.request import CandidatesRequest, RequestGroup
-from rpquery.tables import resource_providers
+from rpquery.read.candidates import (
+    AllocationCandidates,
+    allocation_candidates,
+    candidate_statements,
+)
+from rpquery.read.providers import list_providers
+from rpquery.read.request import CandidatesRequest, RequestGroup
+from rpquery.store.tables import resource_providers
 from tests.factories import allocate, provider, trait_id
 
 AGG_A = "aaaaaaaa-0000-4000-8000-000000000001"

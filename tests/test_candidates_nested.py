@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from rpquery.candidates import AllocationCandidates, allocation_candidates
 from rpquery.db import Database
+from rpquery.read.candidates import AllocationCandidates, allocation_candidates
 from tests.factories import allocate, provider
 
 AGG_S = "5a5a5a5a-0000-4000-8000-000000000001"
@@ -283,8 +283,8 @@ def test_exclude_nested_keeps_one_provider_per_tree(db: Database) -> None:
     """Placement before 1.29 is blind to trees: a request taking from two providers of
     one tree goes, with the summaries only it used; a flat request on a root and a
     sharing provider stays."""
-    from rpquery.candidates import exclude_nested
-    from rpquery.providers import has_nested
+    from rpquery.read.candidates import exclude_nested
+    from rpquery.write.providers import has_nested
 
     assert not has_nested(db)
     with db.begin() as conn:

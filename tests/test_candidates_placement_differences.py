@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
+from rpquery.read.candidates import allocation_candidates
 from tests.factories import Ref, allocate, provider, trait_id
 from tests.test_candidates_placement_rules import by_name
 

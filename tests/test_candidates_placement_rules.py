@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from rpquery.allocations import replace_allocations
-from rpquery.candidates import AllocationCandidates, allocation_candidates
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, InvalidRequest
 from rpquery.models import ConsumerAllocations, Inventory
-from rpquery.provider_list import list_providers
-from rpquery.reshaper import ProviderInventories, reshape
+from rpquery.read.candidates import AllocationCandidates, allocation_candidates
+from rpquery.read.providers import list_providers
+from rpquery.write.allocations import replace_allocations
+from rpquery.write.reshaper import ProviderInventories, reshape
 from tests.factories import Ref, new_uuid, provider, trait_id
 
 AGG_A = "aaaaaaaa-7777-4000-8000-000000000001"

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rpquery.candidates import AllocationCandidates, allocation_candidates
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.request import CandidatesRequest, RequestGroup
+from rpquery.read.candidates import AllocationCandidates, allocation_candidates
+from rpquery.read.request import CandidatesRequest, RequestGroup
 from tests.conftest import IN_CI, empty_database
 from tests.factories import allocate, provider, trait_id
 from tests.reference import (

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpquery.candidates_search import (
+from rpquery.errors import TooComplex
+from rpquery.read.candidates._search import (
     Inventory,
     SearchBudget,
     SearchData,
@@ -29,7 +30,6 @@ from rpquery.candidates_search import (
     plan_slots,
     search_anchor,
 )
-from rpquery.errors import TooComplex
 
 VCPU, MEM = 0, 1
 HOST, NUMA0, NUMA1, PF0 = 1, 2, 3, 4

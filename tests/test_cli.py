@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from rpquery.cli import main
 from rpquery.db import Database
-from rpquery.usages import consumer_allocations
+from rpquery.usage.reads import consumer_allocations
 from tests.conftest import _ran
 
 Invoke = Callable[..., Result]
@@ -54,7 +54,7 @@ def _a_flat_host(url: str) -> str:
     """A root provider with VCPU inventory of its own (no NUMA children)."""
     import sqlalchemy as sa
 
-    from rpquery.tables import inventories, resource_classes, resource_providers
+    from rpquery.store.tables import inventories, resource_classes, resource_providers
 
     rp, inv, rc = resource_providers, inventories, resource_classes
     stmt = (
@@ -105,7 +105,7 @@ def test_db_upgrade_and_status(fresh_cli: Invoke) -> None:
 def test_db_check_finds_and_repairs_stale_usage_tables(database_url) -> None:  # type: ignore[no-untyped-def]
     import sqlalchemy as sa
 
-    from rpquery.tables import consumer_counts, provider_usages
+    from rpquery.store.tables import consumer_counts, provider_usages
 
     _ran["sqlite"] += 1
     url = database_url("sqlite")
@@ -364,7 +364,7 @@ def test_candidates_past_the_search_budget(cli: Invoke) -> None:
 def test_candidates_with_extra_specs(cli: Invoke, loaded_url: str) -> None:
     import sqlalchemy as sa
 
-    from rpquery.tables import placement_aggregates
+    from rpquery.store.tables import placement_aggregates
 
     db = Database(loaded_url)
     with db.connect() as conn:

@@ -14,14 +14,15 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from rpquery import generator, scheduling
+from rpquery import generator
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest, SchemaError
-from rpquery.policies import server_groups as sg
-from rpquery.provider_list import list_providers
-from rpquery.providers import create_provider
-from rpquery.usages import project_usages
+from rpquery.read.providers import list_providers
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import scheduling
+from rpquery.usage.reads import project_usages
+from rpquery.write.providers import create_provider
 from tests.conftest import ALL_BACKENDS, _ran
 from tests.factories import new_uuid, provider
 

@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from rpquery.db import Database
-from rpquery.tables import inventories, resource_classes, resource_providers
-from rpquery.usages import project_usages
+from rpquery.store.tables import inventories, resource_classes, resource_providers
+from rpquery.usage.reads import project_usages
 from tests.conftest import _ran
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

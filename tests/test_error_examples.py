@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
+from rpquery.aggregate_metadata import metadata as am
 from rpquery.errors import RpqueryError
 from rpquery.generator import CloudSpec
-from rpquery.policies import aggregate_metadata as am
-from rpquery.policies import server_groups as sg
-from rpquery.policies import weighers
-from rpquery.request import (
+from rpquery.read.request import (
     CandidatesRequest,
     ProvidersRequest,
     RequestGroup,
     parse_candidates,
     parse_providers,
 )
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import weighers
 from rpquery.tags import codec, conflicts, model
 from tests.test_docs import error_rows
 

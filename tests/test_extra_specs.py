@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from rpquery.errors import InvalidRequest
-from rpquery.policies.extra_specs import (
+from rpquery.aggregate_metadata.extra_specs import (
     FlavorFilter,
     ValueSpec,
     host_passes,
     nova_match,
     validate_extra_specs,
 )
+from rpquery.errors import InvalidRequest
 from tests.seed000_examples import EXAMPLES, FMC, Example, cases
 
 

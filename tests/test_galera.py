@@ -27,14 +27,14 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from rpquery import allocations as alloc_api
-from rpquery import dialects, migrations
-from rpquery.allocations import ConsumerAllocations
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, RpqueryError
-from rpquery.provider_usage import verify_provider_usages
-from rpquery.tables import allocations, consumers, metadata, resource_providers
-from rpquery.usage_summary import verify_usage_summary
+from rpquery.store import dialects, migrations
+from rpquery.store.tables import allocations, consumers, metadata, resource_providers
+from rpquery.usage.provider_totals import verify_provider_usages
+from rpquery.usage.summary import verify_usage_summary
+from rpquery.write import allocations as alloc_api
+from rpquery.write.allocations import ConsumerAllocations
 from tests.factories import new_uuid, provider
 from tests.galera_cluster import GaleraCluster
 

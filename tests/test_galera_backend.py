@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from rpquery import providers
 from rpquery.db import Database
+from rpquery.write import providers
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from rpquery import dialects
 from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.generator import CloudSpec, CloudSummary, load_cloud
-from rpquery.tables import (
+from rpquery.store import dialects
+from rpquery.store.tables import (
     allocations,
     consumer_types,
     consumers,

@@ -11,11 +11,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
-from rpquery import candidates_sql as q
-from rpquery import clauses
-from rpquery.provider_list import providers_stmt
-from rpquery.request import parse_candidates, parse_providers
-from rpquery.tables import resource_providers
+from rpquery.read import _clauses as clauses
+from rpquery.read.candidates import _sql as q
+from rpquery.read.providers import providers_stmt
+from rpquery.read.request import parse_candidates, parse_providers
+from rpquery.store.tables import resource_providers
 
 DIALECTS = {
     "sqlite": sqlite.dialect(),

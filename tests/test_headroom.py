@@ -10,11 +10,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from rpquery.aggregate_metadata.metadata import AggregateMetadataFilter, set_metadata
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.headroom import Headroom, headroom
-from rpquery.policies.aggregate_metadata import AggregateMetadataFilter, set_metadata
+from rpquery.insight._headroom import Headroom, headroom
 from tests.factories import allocate, provider
 
 AGG_A = "aaaaaaaa-0000-4000-8000-000000000001"

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rpquery.headroom import headroom, single_group_sql
-from rpquery.request import CandidatesRequest
+from rpquery.insight._headroom import headroom, single_group_sql
+from rpquery.read.request import CandidatesRequest
 from tests.conftest import IN_CI
 from tests.reference import Cloud
 from tests.reference_headroom import reference_headroom, uses_sharing

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from rpquery import dialects
 from rpquery.db import Database
-from rpquery.tables import resource_classes
+from rpquery.store import dialects
+from rpquery.store.tables import resource_classes
 
 STMT = (
     sa.select(resource_classes.c.id)

@@ -1,5 +1,5 @@
 """Migrations: walk every revision up and down on every backend; the migrated schema
-equals ``rpquery.tables``; a Placement database is recognised and kept; migrations
+equals ``rpquery.store.tables``; a Placement database is recognised and kept; migrations
 import no live code."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 import rpquery
-from rpquery import migrations
 from rpquery.db import Database
 from rpquery.errors import SchemaError
-from rpquery.tables import PLACEMENT_HEAD, RPQUERY_TABLES, metadata, resource_providers
+from rpquery.store import migrations
+from rpquery.store.tables import PLACEMENT_HEAD, RPQUERY_TABLES, metadata, resource_providers
 from tests.conftest import ALL_BACKENDS, _ran
 
 

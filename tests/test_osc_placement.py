@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from rpquery import migrations
 from rpquery.db import Database
+from rpquery.store import migrations
 from tests.serving import free_port, serve_command
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,10 +14,10 @@ import pytest
 import sqlalchemy as sa
 
 from benchmarks import side_by_side
-from rpquery import migrations
 from rpquery.db import Database
 from rpquery.generator import CloudSpec, load_cloud
-from rpquery.tables import PLACEMENT_HEAD, RPQUERY_TABLES
+from rpquery.store import migrations
+from rpquery.store.tables import PLACEMENT_HEAD, RPQUERY_TABLES
 from tests.conftest import ALL_BACKENDS
 
 READY, WHY = side_by_side.available()

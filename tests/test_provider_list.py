@@ -8,7 +8,7 @@ import pytest
 
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.provider_list import list_providers, provider_statements, to_placement
+from rpquery.read.providers import list_providers, provider_statements, to_placement
 from tests.factories import Ref, allocate, provider
 
 AGG_A = "aaaaaaaa-1111-4000-8000-000000000001"

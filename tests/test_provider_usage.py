@@ -10,16 +10,16 @@ import random
 import pytest
 import sqlalchemy as sa
 
-from rpquery import allocations as alloc_api
-from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
 from rpquery.models import ConsumerAllocations
-from rpquery.provider_usage import (
+from rpquery.read.candidates import allocation_candidates
+from rpquery.store.tables import allocations, provider_usages
+from rpquery.usage.provider_totals import (
     UsageDrift,
     rebuild_provider_usages,
     verify_provider_usages,
 )
-from rpquery.tables import allocations, provider_usages
+from rpquery.write import allocations as alloc_api
 from tests.factories import Ref, consumer, new_uuid, provider, resource_class_id
 
 PROJECT, USER = "p-usage", "u-usage"

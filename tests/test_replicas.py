@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from rpquery import allocations as alloc_api
-from rpquery import migrations
-from rpquery.allocations import ConsumerAllocations
-from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
 from rpquery.errors import RpqueryError
+from rpquery.read.candidates import allocation_candidates
+from rpquery.store import migrations
+from rpquery.write import allocations as alloc_api
+from rpquery.write.allocations import ConsumerAllocations
 from tests.factories import new_uuid, provider
 
 ROOT = Path(__file__).resolve().parent.parent

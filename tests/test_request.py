@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rpquery.errors import InvalidRequest
-from rpquery.request import (
+from rpquery.read.request import (
     CandidatesRequest,
     RequestGroup,
     parse_candidates,

@@ -20,8 +20,6 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from rpquery import reshaper, usages
-from rpquery.allocations import replace_allocations
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import (
@@ -33,8 +31,11 @@ from rpquery.errors import (
     RpqueryError,
 )
 from rpquery.models import ConsumerAllocations, Inventory
-from rpquery.reshaper import ProviderInventories
-from rpquery.tables import metadata, resource_providers
+from rpquery.store.tables import metadata, resource_providers
+from rpquery.usage import reads as usages
+from rpquery.write import reshaper
+from rpquery.write.allocations import replace_allocations
+from rpquery.write.reshaper import ProviderInventories
 from tests.factories import Ref, allocate, new_uuid, provider
 
 PROJECT, USER = "proj", "user-1"

@@ -17,14 +17,14 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 
-from rpquery import allocations as alloc
-from rpquery import scheduling
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate
 from rpquery.models import ConsumerAllocations
-from rpquery.policies import server_groups as sg
 from rpquery.retry import ALLOCATION_WRITES, RetryEvent, RetryPolicy, retrying
-from rpquery.tables import resource_providers, server_groups
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import scheduling
+from rpquery.store.tables import resource_providers, server_groups
+from rpquery.write import allocations as alloc
 from tests.factories import new_uuid, provider
 
 # ---------------------------------------------------------------- the policy itself

@@ -11,14 +11,14 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
-from rpquery import scheduling
-from rpquery.allocations import get_allocations
-from rpquery.candidates import allocation_candidates
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest, NotFound
-from rpquery.policies import server_groups as sg
-from rpquery.policies import weighers as w
+from rpquery.read.candidates import allocation_candidates
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import scheduling
+from rpquery.server_groups import weighers as w
+from rpquery.write.allocations import get_allocations
 from tests.factories import Ref, allocate, new_uuid, provider
 
 ONE_VCPU = "resources=VCPU:1"

@@ -18,9 +18,9 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InvalidRequest, NotFound
-from rpquery.policies import server_groups as sg
-from rpquery.policies import weighers as w
-from rpquery.tables import resource_providers as rp
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import weighers as w
+from rpquery.store.tables import resource_providers as rp
 from tests.factories import Ref, allocate, new_uuid, provider
 
 

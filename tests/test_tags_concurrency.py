@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from rpquery.db import Database
 from rpquery.errors import Conflict, NotFound
-from rpquery.tables import instance_tag_jobs, instance_tags
+from rpquery.store.tables import instance_tag_jobs, instance_tags
 from rpquery.tags import (
     FakeBackend,
     TagStatus,

@@ -14,11 +14,11 @@ import pytest
 import sqlalchemy as sa
 
 from benchmarks import side_by_side
-from rpquery import migrations
 from rpquery.db import Database
 from rpquery.generator import CloudSpec, load_cloud
-from rpquery.provider_usage import verify_provider_usages
-from rpquery.usage_summary import verify_usage_summary
+from rpquery.store import migrations
+from rpquery.usage.provider_totals import verify_provider_usages
+from rpquery.usage.summary import verify_usage_summary
 from tests.conftest import ALL_BACKENDS, _ran
 
 READY, WHY = side_by_side.available()

@@ -25,18 +25,19 @@ from hypothesis import strategies as st
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from benchmarks import side_by_side
-from rpquery import migrations, usages
-from rpquery.allocations import delete_allocations, replace_allocations, replace_many
-from rpquery.candidates import allocation_candidates
-from rpquery.consumers import get_consumer
 from rpquery.db import Database
 from rpquery.errors import NotFound, RpqueryError, SchemaError
 from rpquery.generator import CloudSpec, load_cloud
 from rpquery.models import ConsumerAllocations, Inventory
-from rpquery.provider_usage import verify_provider_usages
-from rpquery.reshaper import ProviderInventories, reshape
-from rpquery.tables import allocations, consumer_counts, consumers, usage_totals
-from rpquery.usage_summary import rebuild_usage_summary, verify_usage_summary
+from rpquery.read.candidates import allocation_candidates
+from rpquery.store import migrations
+from rpquery.store.tables import allocations, consumer_counts, consumers, usage_totals
+from rpquery.usage import reads as usages
+from rpquery.usage.provider_totals import verify_provider_usages
+from rpquery.usage.summary import rebuild_usage_summary, verify_usage_summary
+from rpquery.write.allocations import delete_allocations, replace_allocations, replace_many
+from rpquery.write.consumers import get_consumer
+from rpquery.write.reshaper import ProviderInventories, reshape
 from tests.conftest import empty_database
 from tests.factories import Ref, consumer, new_uuid, provider
 

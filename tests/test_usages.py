@@ -11,11 +11,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from rpquery import usages
-from rpquery.allocations import replace_allocations
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest, NotFound
 from rpquery.models import ConsumerAllocations
+from rpquery.usage import reads as usages
+from rpquery.write.allocations import replace_allocations
 from tests.factories import Ref, allocate, new_uuid, provider
 
 P, Q, U1, U2 = "proj-p", "proj-q", "user-1", "user-2"

@@ -1,13 +1,13 @@
-"""The shared validators (rpquery.validation) and readable error messages (issue 15,
+"""The shared validators (rpquery._validation) and readable error messages (issue 15,
 items 5, 7 and 14), without a database."""
 
 from __future__ import annotations
 
 import pytest
 
-from rpquery import validation as v
+from rpquery import _validation as v
 from rpquery.errors import InvalidRequest, readable_detail
-from rpquery.request import parse_candidates, parse_providers
+from rpquery.read.request import parse_candidates, parse_providers
 
 CANON = "e10927c4-8bc9-465d-ac60-d2f79f7e4a00"
 
@@ -58,8 +58,8 @@ def test_7_other_forms_and_types_are_refused(bad: object) -> None:
 
 
 def test_5_patterns_match_whole_strings() -> None:
-    from rpquery.catalog import check_resource_class_name, check_trait_name
     from rpquery.models import check_consumer_type
+    from rpquery.store.catalog import check_resource_class_name, check_trait_name
 
     for call, good in [
         (check_trait_name, "CUSTOM_X"),

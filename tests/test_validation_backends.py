@@ -11,34 +11,37 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from rpquery import associations, catalog, models, providers, reshaper, usages
-from rpquery import inventory as inv_api
-from rpquery.allocations import replace_allocations
-from rpquery.candidates import allocation_candidates
+from rpquery import models
+from rpquery.aggregate_metadata import metadata as am
 from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.models import ConsumerAllocations, Inventory
-from rpquery.policies import aggregate_metadata as am
-from rpquery.policies import server_groups as sg
-from rpquery.provider_list import list_providers
-from rpquery.request import (
+from rpquery.read.candidates import allocation_candidates
+from rpquery.read.providers import list_providers
+from rpquery.read.request import (
     CandidatesRequest,
     ProvidersRequest,
     RequestGroup,
     parse_candidates,
     parse_providers,
 )
-from rpquery.tables import aggregate_metadata as aggregate_metadata_t
-from rpquery.tables import (
+from rpquery.server_groups import groups as sg
+from rpquery.store import catalog
+from rpquery.store.tables import aggregate_metadata as aggregate_metadata_t
+from rpquery.store.tables import (
     consumers,
     inventories,
     placement_aggregates,
     resource_providers,
     traits,
 )
-from rpquery.tables import server_groups as server_groups_t
+from rpquery.store.tables import server_groups as server_groups_t
 from rpquery.tags import FakeBackend, add_tag, list_tags, replace_tags
 from rpquery.tags import model as tag_model
+from rpquery.usage import reads as usages
+from rpquery.write import associations, providers, reshaper
+from rpquery.write import inventory as inv_api
+from rpquery.write.allocations import replace_allocations
 from tests.factories import Ref, new_uuid, provider
 
 MAX_INT = 2**31 - 1

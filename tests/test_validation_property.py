@@ -19,13 +19,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rpquery
-from rpquery import catalog, models, providers, request, reshaper, usages, validation
-from rpquery import inventory as inv_api
-from rpquery.allocations import validate_requests
+from rpquery import _validation as validation
+from rpquery import models
+from rpquery.aggregate_metadata import extra_specs
+from rpquery.aggregate_metadata import metadata as am
 from rpquery.errors import InvalidRequest
-from rpquery.policies import aggregate_metadata as am
-from rpquery.policies import extra_specs, server_groups, weighers
+from rpquery.read import request
+from rpquery.server_groups import groups as server_groups
+from rpquery.server_groups import weighers
+from rpquery.store import catalog
 from rpquery.tags import conflicts, model, query
+from rpquery.usage import reads as usages
+from rpquery.write import inventory as inv_api
+from rpquery.write import providers, reshaper
+from rpquery.write.allocations import validate_requests
 
 UUID = "e10927c4-8bc9-465d-ac60-d2f79f7e4a00"
 INTERESTING_TEXT = [
@@ -151,31 +158,40 @@ CONSUMER_FIELDS = (
 
 #: name -> (callable taking one drawn value, strategy of that value)
 COVERED: dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]] = {
-    "rpquery.request.parse_candidates": (request.parse_candidates, anything),
-    "rpquery.request.parse_providers": (request.parse_providers, anything),
-    "rpquery.request.as_candidates_request": (request.as_candidates_request, anything),
-    "rpquery.request.as_providers_request": (request.as_providers_request, anything),
-    "rpquery.request.parse_resources": (lambda v: request.parse_resources("resources", v), text),
-    "rpquery.request.parse_required": (
+    "rpquery.read.request.parse_candidates": (request.parse_candidates, anything),
+    "rpquery.read.request.parse_providers": (request.parse_providers, anything),
+    "rpquery.read.request.as_candidates_request": (request.as_candidates_request, anything),
+    "rpquery.read.request.as_providers_request": (request.as_providers_request, anything),
+    "rpquery.read.request.parse_resources": (
+        lambda v: request.parse_resources("resources", v),
+        text,
+    ),
+    "rpquery.read.request.parse_required": (
         lambda v: request.parse_required("required", v),
         st.lists(text, max_size=3),
     ),
-    "rpquery.request.parse_member_of": (
+    "rpquery.read.request.parse_member_of": (
         lambda v: request.parse_member_of("member_of", v),
         st.lists(text, max_size=3),
     ),
-    "rpquery.request.RequestGroup": (lambda kw: request.RequestGroup(**kw), _kwargs(GROUP_FIELDS)),
-    "rpquery.request.CandidatesRequest": (_candidates_request, _kwargs(CANDIDATE_FIELDS)),
-    "rpquery.request.ProvidersRequest": (
+    "rpquery.read.request.RequestGroup": (
+        lambda kw: request.RequestGroup(**kw),
+        _kwargs(GROUP_FIELDS),
+    ),
+    "rpquery.read.request.CandidatesRequest": (_candidates_request, _kwargs(CANDIDATE_FIELDS)),
+    "rpquery.read.request.ProvidersRequest": (
         lambda kw: request.ProvidersRequest(**kw),
         _kwargs(("uuid", "name")),
     ),
-    "rpquery.catalog.check_trait_name": (catalog.check_trait_name, anything),
-    "rpquery.catalog.check_resource_class_name": (catalog.check_resource_class_name, anything),
+    "rpquery.store.catalog.check_trait_name": (catalog.check_trait_name, anything),
+    "rpquery.store.catalog.check_resource_class_name": (
+        catalog.check_resource_class_name,
+        anything,
+    ),
     "rpquery.models.check_consumer_type": (models.check_consumer_type, anything),
-    "rpquery.providers.check_name": (providers.check_name, anything),
-    "rpquery.providers.check_generation": (providers.check_generation, anything),
-    "rpquery.inventory.check_inventory": (
+    "rpquery.write.providers.check_name": (providers.check_name, anything),
+    "rpquery.write.providers.check_generation": (providers.check_generation, anything),
+    "rpquery.write.inventory.check_inventory": (
         lambda a: inv_api.check_inventory(a[0], models.Inventory(**a[1])),
         st.tuples(
             anything,
@@ -184,32 +200,35 @@ COVERED: dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]] = {
             ),
         ),
     ),
-    "rpquery.allocations.validate_requests": (
+    "rpquery.write.allocations.validate_requests": (
         lambda kw: validate_requests([models.ConsumerAllocations(**kw)]),
         st.fixed_dictionaries({f: anything for f in CONSUMER_FIELDS}),
     ),
-    "rpquery.reshaper.parse_reshape_body": (_reshape, anything),
-    "rpquery.usages.check_consumer_type_name": (usages.check_consumer_type_name, anything),
-    "rpquery.usages.check_consumer_type_filter": (usages.check_consumer_type_filter, anything),
-    "rpquery.policies.server_groups.validate_group": (
+    "rpquery.write.reshaper.parse_reshape_body": (_reshape, anything),
+    "rpquery.usage.reads.check_consumer_type_name": (usages.check_consumer_type_name, anything),
+    "rpquery.usage.reads.check_consumer_type_filter": (
+        usages.check_consumer_type_filter,
+        anything,
+    ),
+    "rpquery.server_groups.groups.validate_group": (
         lambda a: server_groups.validate_group(*a),
         st.tuples(anything, anything, anything, anything, anything),
     ),
-    "rpquery.policies.aggregate_metadata.check_aggregate_uuid": (
+    "rpquery.aggregate_metadata.metadata.check_aggregate_uuid": (
         am.check_aggregate_uuid,
         anything,
     ),
-    "rpquery.policies.aggregate_metadata.check_key": (am.check_key, anything),
-    "rpquery.policies.aggregate_metadata.check_value": (
+    "rpquery.aggregate_metadata.metadata.check_key": (am.check_key, anything),
+    "rpquery.aggregate_metadata.metadata.check_value": (
         lambda a: am.check_value(*a),
         st.tuples(text, anything),
     ),
-    "rpquery.policies.aggregate_metadata.validate_items": (am.validate_items, anything),
-    "rpquery.policies.extra_specs.validate_extra_specs": (
+    "rpquery.aggregate_metadata.metadata.validate_items": (am.validate_items, anything),
+    "rpquery.aggregate_metadata.extra_specs.validate_extra_specs": (
         lambda a: extra_specs.validate_extra_specs(a[0], nova_compat=a[1]),
         st.tuples(anything, st.booleans()),
     ),
-    "rpquery.policies.weighers.parse_multipliers": (weighers.parse_multipliers, anything),
+    "rpquery.server_groups.weighers.parse_multipliers": (weighers.parse_multipliers, anything),
     "rpquery.tags.model.validate_instance": (model.validate_instance, anything),
     "rpquery.tags.model.validate_namespace": (
         lambda v: model.validate_namespace(model.DEFAULT_CONFIG, v),
@@ -231,19 +250,19 @@ COVERED: dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]] = {
         lambda a: conflicts.parse_rules(*a),
         st.tuples(anything, anything),
     ),
-    "rpquery.validation.check_uuid": (lambda v: validation.check_uuid(v, "c"), anything),
-    "rpquery.validation.check_text": (lambda v: validation.check_text(v, "c", "t"), anything),
-    "rpquery.validation.check_external_id": (
+    "rpquery._validation.check_uuid": (lambda v: validation.check_uuid(v, "c"), anything),
+    "rpquery._validation.check_text": (lambda v: validation.check_text(v, "c", "t"), anything),
+    "rpquery._validation.check_external_id": (
         lambda v: validation.check_external_id(v, "c", "id"),
         anything,
     ),
-    "rpquery.validation.check_int": (lambda v: validation.check_int(v, "c", "n"), anything),
-    "rpquery.validation.check_ratio": (lambda v: validation.check_ratio(v, "c"), anything),
-    "rpquery.validation.check_mapping": (
+    "rpquery._validation.check_int": (lambda v: validation.check_int(v, "c", "n"), anything),
+    "rpquery._validation.check_ratio": (lambda v: validation.check_ratio(v, "c"), anything),
+    "rpquery._validation.check_mapping": (
         lambda v: validation.check_mapping(v, "c", "m"),
         anything,
     ),
-    "rpquery.validation.check_str_list": (
+    "rpquery._validation.check_str_list": (
         lambda v: validation.check_str_list(v, "c", "l"),
         anything,
     ),
@@ -299,7 +318,7 @@ COVERED.update(_api_cases())
 
 #: Public functions of those names that are not input validators, and why.
 NOT_INPUT_VALIDATORS = {
-    "rpquery.allocations.check_capacity": "checks a validated write against database state",
+    "rpquery.write.allocations.check_capacity": "checks a validated write against database state",
     "rpquery.tags.store.check_tag": "a read: validates through validate_instance/validate_tag",
 }
 

@@ -12,12 +12,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rpquery.candidates import allocation_candidates
+from rpquery.aggregate_metadata.metadata import AggregateMetadataFilter, set_metadata
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.policies.aggregate_metadata import AggregateMetadataFilter, set_metadata
-from rpquery.why import Rejections, explain_no_candidates
+from rpquery.insight._why import Rejections, explain_no_candidates
+from rpquery.read.candidates import allocation_candidates
 from tests.factories import allocate, provider
 
 AGG_A = "aaaaaaaa-0000-4000-8000-000000000001"

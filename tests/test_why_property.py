@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rpquery import why
-from rpquery.request import CandidatesRequest
-from rpquery.why import explain_no_candidates
+from rpquery.insight import _why as why
+from rpquery.insight._why import explain_no_candidates
+from rpquery.read.request import CandidatesRequest
 from tests.conftest import IN_CI
 from tests.reference import Cloud, reference_candidates
 from tests.test_candidates_property import clouds, insert, requests

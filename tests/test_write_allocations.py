@@ -11,13 +11,19 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from rpquery import allocations as alloc_api
-from rpquery import consumers as consumer_api
-from rpquery.allocations import ConsumerAllocations
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InvalidRequest, NotFound
-from rpquery.providers import subtree_ids
-from rpquery.tables import allocations, consumer_types, consumers, projects, resource_providers
+from rpquery.store.tables import (
+    allocations,
+    consumer_types,
+    consumers,
+    projects,
+    resource_providers,
+)
+from rpquery.write import allocations as alloc_api
+from rpquery.write import consumers as consumer_api
+from rpquery.write.allocations import ConsumerAllocations
+from rpquery.write.providers import subtree_ids
 from tests.factories import Ref, allocate, new_uuid, provider
 
 C1, C2 = new_uuid(), new_uuid()

@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from rpquery import associations, catalog
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, InvalidRequest, NotFound
-from rpquery.tables import (
+from rpquery.store import catalog
+from rpquery.store.tables import (
     placement_aggregates,
     resource_provider_aggregates,
     resource_provider_traits,
 )
+from rpquery.write import associations
 from tests.factories import Ref, new_uuid, provider
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from rpquery import catalog
 from rpquery.db import Database
 from rpquery.errors import Conflict, InUse, InvalidRequest, NotFound
-from rpquery.tables import CUSTOM_RC_MIN_ID, resource_classes, traits
+from rpquery.store import catalog
+from rpquery.store.tables import CUSTOM_RC_MIN_ID, resource_classes, traits
 from tests.factories import allocate, new_uuid, provider
 
 

@@ -14,13 +14,13 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from rpquery import allocations as alloc_api
-from rpquery import inventory as inv_api
-from rpquery.allocations import ConsumerAllocations
 from rpquery.db import Database
 from rpquery.errors import RpqueryError
 from rpquery.models import Inventory
-from rpquery.tables import allocations, resource_providers
+from rpquery.store.tables import allocations, resource_providers
+from rpquery.write import allocations as alloc_api
+from rpquery.write import inventory as inv_api
+from rpquery.write.allocations import ConsumerAllocations
 from tests.factories import Ref, allocate, new_uuid, provider
 
 THREADS = 8
@@ -149,8 +149,8 @@ def test_trigger_kept_usage_tables_stay_exact_under_racing_writers(server_db: Da
     recomputation from ``allocations``, and every failure is a clean rpquery error."""
     import random
 
-    from rpquery.provider_usage import verify_provider_usages
-    from rpquery.usage_summary import verify_usage_summary
+    from rpquery.usage.provider_totals import verify_provider_usages
+    from rpquery.usage.summary import verify_usage_summary
 
     with server_db.begin() as conn:
         a = provider(conn, "race_a", inventory={"VCPU": 64, "MEMORY_MB": 65536})
@@ -190,8 +190,8 @@ def test_owner_created_by_another_writer_after_our_snapshot(server_db: Database)
     read: our insert is skipped (the row exists) and the re-read must still find it.
     Under MariaDB's repeatable read a plain re-read answered from the old snapshot and
     the write failed with a KeyError (the racing test above found it)."""
-    from rpquery.consumers import ensure_owner_ids
-    from rpquery.tables import projects
+    from rpquery.store.tables import projects
+    from rpquery.write.consumers import ensure_owner_ids
 
     with server_db.begin() as mine:
         mine.execute(sa.select(sa.func.count()).select_from(projects)).scalar()  # snapshot
@@ -204,8 +204,8 @@ def test_owner_created_by_another_writer_after_our_snapshot(server_db: Database)
 
 def test_aggregate_created_by_another_writer_after_our_snapshot(server_db: Database) -> None:
     """The same for aggregates: another writer adds an aggregate after our snapshot."""
-    from rpquery.associations import aggregate_ids
-    from rpquery.tables import placement_aggregates
+    from rpquery.store.tables import placement_aggregates
+    from rpquery.write.associations import aggregate_ids
 
     agg = new_uuid()
     with server_db.begin() as mine:

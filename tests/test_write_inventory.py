@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from rpquery import catalog
-from rpquery import inventory as inv_api
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory
-from rpquery.tables import inventories, resource_providers
+from rpquery.store import catalog
+from rpquery.store.tables import inventories, resource_providers
+from rpquery.write import inventory as inv_api
 from tests.factories import Ref, allocate, new_uuid, provider
 
 
@@ -158,7 +158,7 @@ def test_shrink_below_usage_allowed_when_asked(
 ) -> None:
     """What the API layer does for nova's resource tracker (as Placement): the shrink
     lands, a warning names the class, and the provider is over capacity — no candidate."""
-    from rpquery.candidates import allocation_candidates
+    from rpquery.read.candidates import allocation_candidates
 
     with db.begin() as conn:
         cn = provider(conn, "cn1", inventory={"VCPU": 8})

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from rpquery import associations, inventory, providers
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory
-from rpquery.tables import (
+from rpquery.store.tables import (
     inventories,
     resource_provider_aggregates,
     resource_provider_traits,
     resource_providers,
 )
+from rpquery.write import associations, inventory, providers
 from tests.factories import allocate, new_uuid, provider
 
 

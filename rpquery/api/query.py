@@ -1,6 +1,6 @@
 """Placement's version gates and messages for the shared query parameters
 (``resources``, ``required``, ``member_of``, ``in_tree``), checked before the query goes
-to :mod:`rpquery.request`, whose parser then does the real work.
+to :mod:`rpquery.read.request`, whose parser then does the real work.
 
 Placement accepts more syntax at each microversion (forbidden traits from 1.22,
 repeated ``member_of`` from 1.24, forbidden aggregates from 1.32, ``in:`` traits and

@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from rpquery import migrations
 from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
 from rpquery.db import DEFAULT_URL, REPLICA_URLS_ENV, Database, split_urls
+from rpquery.store import migrations
 
 
 @click.group()
@@ -123,8 +123,8 @@ def db_check(repair: bool, as_json: bool) -> None:
     ``rpq_usage_totals``/``rpq_consumer_counts`` (usages by consumer type, rpq0006) and
     ``rpq_provider_usages`` (usage per provider and class, rpq0007). Exit 1 when one
     differs (after ``--repair``: when one still differs) or a character set needs fixing."""
-    from rpquery.provider_usage import rebuild_provider_usages, verify_provider_usages
-    from rpquery.usage_summary import rebuild_usage_summary, verify_usage_summary
+    from rpquery.usage.provider_totals import rebuild_provider_usages, verify_provider_usages
+    from rpquery.usage.summary import rebuild_usage_summary, verify_usage_summary
 
     db = get_db()
     checks: dict[str, tuple[Callable[[Database], Sequence[object]], Callable[[Database], object]]]

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import click
 
+from rpquery.aggregate_metadata import metadata as agg_md
+from rpquery.aggregate_metadata.metadata import AggregateMetadata, policy_from_cli
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.errors import InvalidRequest
-from rpquery.policies import aggregate_metadata as agg_md
-from rpquery.policies.aggregate_metadata import AggregateMetadata, policy_from_cli
 
 __all__ = ["COMMANDS", "parse_assignments", "policy_from_cli"]
 

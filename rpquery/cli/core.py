@@ -20,12 +20,13 @@ from contextlib import contextmanager
 
 import click
 
-from rpquery import allocations, generator
-from rpquery import usages as usages_mod
+from rpquery import generator
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.models import ConsumerAllocations
+from rpquery.usage import reads as usages_mod
+from rpquery.write import allocations
 
 
 def single_values(pairs: Sequence[tuple[str, str]], allowed: Sequence[str]) -> dict[str, str]:

@@ -21,18 +21,19 @@ from typing import Any
 
 import click
 
-from rpquery import provider_list
-from rpquery.candidates import allocation_candidates
-from rpquery.candidates_results import AllocationCandidates
+from rpquery.aggregate_metadata import metadata as aggregate_metadata
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
 from rpquery.db import Database
-from rpquery.dialects import explain_prefix
 from rpquery.errors import DatabaseError, InvalidRequest
-from rpquery.policies import aggregate_metadata, server_groups
 from rpquery.policies.base import HostPolicy
-from rpquery.provider_list import list_providers
-from rpquery.request import CandidatesRequest, parse_candidates, parse_providers
+from rpquery.read import providers as provider_list
+from rpquery.read.candidates import allocation_candidates
+from rpquery.read.candidates._results import AllocationCandidates
+from rpquery.read.providers import list_providers
+from rpquery.read.request import CandidatesRequest, parse_candidates, parse_providers
+from rpquery.server_groups import groups as server_groups
+from rpquery.store.dialects import explain_prefix
 
 Params = dict[str, list[str]]
 

@@ -15,11 +15,11 @@ from typing import IO
 import click
 import sqlalchemy as sa
 
-from rpquery import reshaper
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.tables import resource_providers
+from rpquery.store.tables import resource_providers
+from rpquery.write import reshaper
 
 
 def _generations(db: Database, rp_uuids: list[str]) -> dict[str, int]:

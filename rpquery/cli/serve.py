@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import click
 
-from rpquery import migrations
 from rpquery.cli._common import get_db, handles_errors
+from rpquery.store import migrations
 
 
 @click.command("serve")

@@ -18,14 +18,14 @@ import click
 
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
-from rpquery.policies import server_groups as sg
-from rpquery.policies import weighers as w
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import weighers as w
 
 if TYPE_CHECKING:
-    from rpquery.scheduling import Scheduled
+    from rpquery.server_groups.scheduling import Scheduled
 
-#: Same as ``rpquery.scheduling.MOVE_ACTIONS``; scheduling (and the candidate query it
-#: needs) is imported only by the commands that run it.
+#: Same as ``rpquery.server_groups.scheduling.MOVE_ACTIONS``; scheduling (and the candidate
+#: query it needs) is imported only by the commands that run it.
 MOVE_ACTIONS = ("migrate", "evacuate", "rebuild")
 
 
@@ -164,7 +164,7 @@ def schedule(
     as_json: bool,
 ) -> None:
     """Pick and claim hosts for COUNT new instances of a server group, one at a time."""
-    from rpquery import scheduling
+    from rpquery.server_groups import scheduling
 
     placed = scheduling.schedule(
         get_db(),
@@ -195,7 +195,7 @@ def move(
     as_json: bool,
 ) -> None:
     """Migrate, evacuate or rebuild a member of a server group."""
-    from rpquery import scheduling
+    from rpquery.server_groups import scheduling
 
     placed = scheduling.move(
         get_db(),

@@ -25,12 +25,11 @@ import click
 import sqlalchemy as sa
 from rich.console import Console
 
-from rpquery import allocations, usages
+from rpquery.aggregate_metadata import metadata as agg_md
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.db import Database
-from rpquery.policies import aggregate_metadata as agg_md
-from rpquery.policies import server_groups as sg
-from rpquery.tables import (
+from rpquery.server_groups import groups as sg
+from rpquery.store.tables import (
     placement_aggregates,
     projects,
     resource_provider_aggregates,
@@ -38,6 +37,8 @@ from rpquery.tables import (
     server_group_members,
     server_groups,
 )
+from rpquery.usage import reads as usages
+from rpquery.write import allocations
 
 #: Size of the sample cloud the tour loads into an empty database.
 TOUR_HOSTS = 300

@@ -2,7 +2,7 @@
 
 A policy (aggregate-metadata filter, server group, ...) narrows and orders the
 *hosts* (root providers) of allocation candidates and provider lists. The read path
-(:mod:`rpquery.candidates`, :mod:`rpquery.provider_list`) calls, in this order:
+(:mod:`rpquery.read.candidates`, :mod:`rpquery.read.providers`) calls, in this order:
 
 1. ``where(root_id)`` while building the statement: a boolean clause on the root
    provider id column, pushed into the candidate SQL (``EXISTS`` / ``NOT EXISTS``

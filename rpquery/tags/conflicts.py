@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
-from rpquery.tables import instance_tag_conflicts as rules_t
+from rpquery.store.tables import instance_tag_conflicts as rules_t
 from rpquery.tags.model import (
     DEFAULT_CONFIG,
     TagConfig,

@@ -22,8 +22,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from rpquery.db import Database
-from rpquery.tables import fake_backend_jobs as jobs_t
-from rpquery.tables import fake_backend_tags as tags_t
+from rpquery.store.tables import fake_backend_jobs as jobs_t
+from rpquery.store.tables import fake_backend_tags as tags_t
 from rpquery.tags.backend import FakeBackend, JobOp, JobOutcome, TagJob
 
 _QUEUED = "queued"

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rpquery import validation
+from rpquery import _validation as validation
 from rpquery.errors import InvalidRequest
 from rpquery.tags import codec
 
@@ -128,7 +128,7 @@ class TagWriteResult:
 
 
 def validate_instance(instance_uuid: str) -> str:
-    """The instance uuid, canonical (:func:`rpquery.validation.check_uuid`): every
+    """The instance uuid, canonical (:func:`rpquery._validation.check_uuid`): every
     accepted form of one uuid names one tag set. ``rpquery.tags.bad_instance``."""
     return validation.check_uuid(instance_uuid, "rpquery.tags.bad_instance", "instance")
 

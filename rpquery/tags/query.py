@@ -26,8 +26,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from rpquery.db import Database
-from rpquery.tables import consumers
-from rpquery.tables import instance_tags as tags_t
+from rpquery.store.tables import consumers
+from rpquery.store.tables import instance_tags as tags_t
 from rpquery.tags.model import (
     DEFAULT_CONFIG,
     TagConfig,

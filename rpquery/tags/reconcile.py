@@ -34,7 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
-from rpquery.tables import instance_tags as tags_t
+from rpquery.store.tables import instance_tags as tags_t
 from rpquery.tags import rows
 from rpquery.tags.backend import TagBackend
 from rpquery.tags.model import DEFAULT_CONFIG, TagConfig, TagStatus, validate_instance

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from rpquery import dialects
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate
 from rpquery.retry import LOCKED_WRITES, retrying
-from rpquery.tables import instance_tag_jobs as jobs_t
-from rpquery.tables import instance_tag_locks as locks_t
-from rpquery.tables import instance_tags as tags_t
-from rpquery.tables import utcnow
+from rpquery.store import dialects
+from rpquery.store.tables import instance_tag_jobs as jobs_t
+from rpquery.store.tables import instance_tag_locks as locks_t
+from rpquery.store.tables import instance_tags as tags_t
+from rpquery.store.tables import utcnow
 from rpquery.tags.backend import JobOp
 from rpquery.tags.model import TagStatus
 

@@ -26,7 +26,7 @@ statements are right on every backend:
   and lost its last when none is left.
 
 The backfill sums what is stored (run the upgrade with writers stopped, as any
-migration; ``rpquery.usage_summary.verify_usage_summary`` checks and
+migration; ``rpquery.usage.summary.verify_usage_summary`` checks and
 ``rebuild_usage_summary`` repairs). Creating triggers may need privileges: without
 them the upgrade fails with ``rpquery.schema.trigger_privilege``.
 

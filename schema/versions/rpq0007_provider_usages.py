@@ -19,7 +19,7 @@ writers lock the rows they share in the same order:
 
 Rows that fall to 0 stay (a 0 reads the same as no row). The write path's own checks
 do not read this table: they sum ``allocations`` under their locks, as before.
-``rpquery.provider_usage.verify_provider_usages`` compares it with ``allocations``
+``rpquery.usage.provider_totals.verify_provider_usages`` compares it with ``allocations``
 and ``rebuild_provider_usages`` repairs it (e.g. after a ``TRUNCATE`` on MySQL, which
 fires no trigger). Creating triggers may need privileges: without them the upgrade
 fails with ``rpquery.schema.trigger_privilege``.

@@ -18,11 +18,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from rpquery.candidates import allocation_candidates
 from rpquery.db import Database
 from rpquery.errors import RpqueryError
-from rpquery.provider_list import list_providers, to_placement
-from rpquery.usages import project_usages, render_project_usages
+from rpquery.read.candidates import allocation_candidates
+from rpquery.read.providers import list_providers, to_placement
+from rpquery.usage.reads import project_usages, render_project_usages
 from tests.differential.queries import Query
 
 

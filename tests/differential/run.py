@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import side_by_side
-from rpquery import migrations
 from rpquery.db import Database
+from rpquery.store import migrations
 from tests.differential import report
 from tests.differential.cloud import Cloud, make_cloud, write_requests
 from tests.differential.compare import Answer, placement_answer, rpquery_answer

@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 
 from gabbi import fixture
 
-from rpquery import allocations, associations, catalog, inventory, providers
 from rpquery.db import Database
 from rpquery.models import ConsumerAllocations, Inventory
+from rpquery.store import catalog
+from rpquery.write import allocations, associations, inventory, providers
 from tests.gabbi import harness
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from rpquery import migrations
 from rpquery.db import Database
+from rpquery.store import migrations
 from tests import conftest
 
 ROOT = Path(__file__).resolve().parents[2]

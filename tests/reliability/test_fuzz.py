@@ -28,16 +28,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.invariants import check_invariants
-from rpquery import allocations, associations, catalog, inventory, providers, scheduling, usages
-from rpquery.candidates import allocation_candidates
+from rpquery.aggregate_metadata import metadata as am
 from rpquery.db import Database
 from rpquery.errors import RpqueryError
 from rpquery.models import ConsumerAllocations, Inventory
-from rpquery.policies import aggregate_metadata as am
-from rpquery.policies import server_groups as sg
-from rpquery.provider_list import list_providers
+from rpquery.read.candidates import allocation_candidates
+from rpquery.read.providers import list_providers
+from rpquery.server_groups import groups as sg
+from rpquery.server_groups import scheduling
+from rpquery.store import catalog
 from rpquery.tags import store as tags
 from rpquery.tags.fake_db import DbFakeBackend
+from rpquery.usage import reads as usages
+from rpquery.write import allocations, associations, inventory, providers
 
 EXAMPLES = int(os.environ.get("RPQUERY_FUZZ_EXAMPLES", "3"))
 A_UUID = "0f6e7c57-2f8e-4a4b-9a9c-0d1e2f3a4b5c"
@@ -74,7 +77,7 @@ class World:
         return providers.get_provider(self.db, self.rp).generation
 
     def consumer_generation(self) -> int | None:
-        from rpquery.consumers import get_consumer
+        from rpquery.write.consumers import get_consumer
 
         return get_consumer(self.db, self.consumer).generation
 

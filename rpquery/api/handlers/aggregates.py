@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import falcon
 
-from rpquery import associations
 from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers.resource_providers import load
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, json_body, send_json, want
 from rpquery.errors import ConcurrentUpdate
+from rpquery.write import associations
 
 POLICY = "placement:resource_providers:aggregates:%s"
 _WITH_GENERATION = (1, 19)

@@ -1,4 +1,4 @@
-"""``GET /allocation_candidates`` (1.10+) on :func:`rpquery.candidates.allocation_candidates`.
+"""``GET /allocation_candidates`` (1.10+) on :func:`rpquery.read.candidates.allocation_candidates`.
 
 What changes with the microversion: the accepted parameters (the query schemas below
 keep Placement's constraints, Apache-2.0, OpenStack Placement
@@ -6,7 +6,7 @@ keep Placement's constraints, Apache-2.0, OpenStack Placement
 aggregates from 1.32, ``in:`` traits from 1.39), allocation requests as lists before
 1.12, ``mappings`` from 1.34, summaries with traits from 1.17, with every class (not only
 the requested ones) from 1.27 and with parent/root uuids from 1.29, and nested trees
-invisible before 1.29 (:func:`rpquery.candidates.exclude_nested`).
+invisible before 1.29 (:func:`rpquery.read.candidates.exclude_nested`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from typing import Any
 
 import falcon
 
-from rpquery import candidates, providers
 from rpquery.api import errors
 from rpquery.api import query as gates
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query, send_json, validate, want
 from rpquery.errors import InvalidRequest
-from rpquery.request import CandidatesRequest, parse_candidates
+from rpquery.read import candidates
+from rpquery.read.request import CandidatesRequest, parse_candidates
+from rpquery.write import providers
 
 # ---------------------------------------------------------------- schemas (Placement's)
 

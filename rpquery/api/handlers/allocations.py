@@ -7,7 +7,7 @@ before 1.12, then a dict by provider; ``project_id``/``user_id`` from 1.8,
 the JSON schemas below keep Placement's constraints (Apache-2.0, OpenStack Placement
 ``placement/schemas/allocation.py``) so validation messages match. Each body becomes
 :class:`rpquery.models.ConsumerAllocations` and one library write
-(:func:`rpquery.allocations.replace_many`).
+(:func:`rpquery.write.allocations.replace_many`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ from typing import Any
 
 import falcon
 
-from rpquery import allocations as alloc_lib
-from rpquery import consumers, usages
 from rpquery.api import errors
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, is_uuid_like, json_body, send_json, want
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InvalidRequest, NotFound
 from rpquery.models import ConsumerAllocations
+from rpquery.usage import reads as usages
+from rpquery.write import allocations as alloc_lib
+from rpquery.write import consumers
 
 #: Placement's ``incomplete_consumer_project_id`` / ``_user_id`` defaults: the owner
 #: of consumers written before 1.8, when bodies carried none.

@@ -13,9 +13,9 @@ import falcon
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query, send_json
 from rpquery.errors import InvalidRequest
-from rpquery.headroom import headroom
-from rpquery.request import parse_candidates
-from rpquery.why import EXAMPLES, explain_no_candidates
+from rpquery.insight._headroom import headroom
+from rpquery.insight._why import EXAMPLES, explain_no_candidates
+from rpquery.read.request import parse_candidates
 
 
 def _one(params: dict[str, list[str]], name: str) -> str | None:

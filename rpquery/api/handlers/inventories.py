@@ -11,8 +11,6 @@ from typing import Any
 
 import falcon
 
-from rpquery import catalog, usages
-from rpquery import inventory as inv_lib
 from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers.resource_providers import load
@@ -20,6 +18,9 @@ from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, json_body, send_json, set_location, want
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory
+from rpquery.store import catalog
+from rpquery.usage import reads as usages
+from rpquery.write import inventory as inv_lib
 
 POLICY = "placement:resource_providers:inventories:%s"
 MAX_INT = 2**31 - 1

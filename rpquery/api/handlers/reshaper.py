@@ -1,4 +1,4 @@
-"""``POST /reshaper`` (1.30+) on :func:`rpquery.reshaper.reshape`: new inventories and
+"""``POST /reshaper`` (1.30+) on :func:`rpquery.write.reshaper.reshape`: new inventories and
 allocations in one transaction. The body schema keeps Placement's constraints
 (Apache-2.0, OpenStack Placement ``placement/schemas/reshaper.py`` and
 ``inventory.py``); allocations take ``POST /allocations``' per-consumer shape of the
@@ -11,7 +11,6 @@ from typing import Any
 
 import falcon
 
-from rpquery import consumers, providers, reshaper
 from rpquery.api import errors
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers import allocations as alloc_handlers
@@ -19,6 +18,7 @@ from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, json_body
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory
+from rpquery.write import consumers, providers, reshaper
 
 MAX_INT = 2147483647
 SQL_SP_FLOAT_MAX = 3.40282e38

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import falcon
 
-from rpquery import catalog
 from rpquery.api import schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, json_body, send_json, set_location, url, validate
 from rpquery.errors import Conflict, InUse, InvalidRequest, NotFound
+from rpquery.store import catalog
 
 POLICY = "placement:resource_classes:%s"
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import falcon
 
-from rpquery import provider_list, providers
 from rpquery.api import errors, query, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.microversion import Version
@@ -27,6 +26,8 @@ from rpquery.api.util import (
 from rpquery.api.util import query as all_params
 from rpquery.errors import Conflict, InvalidRequest, NotFound
 from rpquery.models import ResourceProvider
+from rpquery.read import providers as provider_list
+from rpquery.write import providers
 
 POLICY = "placement:resource_providers:%s"
 
@@ -87,7 +88,7 @@ def _list_schema(version: Version) -> dict[str, Any]:
 
 def provider_filters(req: falcon.Request) -> dict[str, list[str]]:
     """The query of ``GET /resource_providers`` checked as the request's microversion
-    reads it, as the multi-dict :func:`rpquery.provider_list.list_providers` takes."""
+    reads it, as the multi-dict :func:`rpquery.read.providers.list_providers` takes."""
     version = ctx(req).version
     query_params(req, _list_schema(version))
     params = all_params(req)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import falcon
 
-from rpquery import associations, catalog
 from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers.resource_providers import load
@@ -20,6 +19,8 @@ from rpquery.api.util import (
     set_location,
 )
 from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
+from rpquery.store import catalog
+from rpquery.write import associations
 
 POLICY = "placement:traits:%s"
 RP_POLICY = "placement:resource_providers:traits:%s"

@@ -9,12 +9,13 @@ from typing import Any
 
 import falcon
 
-from rpquery import providers, usages
 from rpquery.api import errors
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query_params, send_json, want
 from rpquery.errors import InvalidRequest, NotFound
+from rpquery.usage import reads as usages
+from rpquery.write import providers
 
 _OWNER = {"type": "string", "minLength": 1, "maxLength": 255}
 SCHEMA_1_9: dict[str, Any] = {

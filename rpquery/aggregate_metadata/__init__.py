@@ -1,0 +1,1 @@
+"""Aggregate metadata and the flavor extra-specs filter."""

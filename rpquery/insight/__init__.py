@@ -1,0 +1,1 @@
+"""Why a request finds no host, and how much more fits (headroom)."""

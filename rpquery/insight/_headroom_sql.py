@@ -1,0 +1,133 @@
+"""Pure statement builders of capacity headroom (:mod:`rpquery.insight._headroom`).
+
+For a request of one group, how many times its amounts fit each provider is SQL
+arithmetic on the rows the candidate query would return (the same filters, the same
+``has_room`` and ``unit_allows`` clauses), summed per host::
+
+    WITH r AS (SELECT <key> AS k, rp.id AS rp, inv.resource_class_id AS rc,
+                      FLOOR((capacity - used) / <amount of rc>) AS n
+               FROM inventories inv JOIN resource_providers rp ... LEFT JOIN usage ...
+               WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
+               AND <the group's provider filters>)
+    SELECT k, rc, SUM(n) FROM r GROUP BY k, rc                  -- unsuffixed group
+    SELECT k, -1, SUM(m) FROM (SELECT k, MIN(n) AS m FROM r
+        GROUP BY k, rp HAVING COUNT(*) = :classes) GROUP BY k   -- granular group
+
+``<key>`` is the host (root) id, or the provider's own id for a sharing provider, whose
+units the executor adds to every host it shares with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement, Select
+
+from rpquery.read import _clauses as clauses
+from rpquery.read.candidates import _sql as q
+from rpquery.read.request import RequestGroup
+from rpquery.store import dialects
+from rpquery.store.tables import (
+    inventories,
+    placement_aggregates,
+    resource_provider_aggregates,
+    resource_provider_traits,
+    resource_providers,
+    traits,
+)
+
+
+def _units(group: RequestGroup, names: q.Names, inv: Any, used: Any) -> ColumnElement[int]:
+    """``FLOOR((capacity - used) / amount)`` of the row's class."""
+    free = clauses.capacity(inv) - used
+    whens = [
+        (inv.c.resource_class_id == names.rc_ids[rc], dialects.floor_int(free / amount))
+        for rc, amount in sorted(group.resources.items())
+    ]
+    return sa.case(*whens, else_=0)
+
+
+def _fits(group: RequestGroup, names: q.Names, inv: Any, used: Any) -> ColumnElement[bool]:
+    return sa.or_(
+        *(
+            sa.and_(
+                inv.c.resource_class_id == names.rc_ids[rc],
+                clauses.capacity_fits(inv, amount, used),
+            )
+            for rc, amount in sorted(group.resources.items())
+        )
+    )
+
+
+def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
+    """Per host (or sharing provider) and class, how many times ``group``'s amount of the
+    class fits, summed over its providers (unsuffixed group); per host, how many times
+    all of a granular group's amounts fit one provider, summed over its providers
+    (class ``-1``). See the module docstring."""
+    inv = inventories.alias("inv")
+    rp = resource_providers.alias("rp")
+    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
+    key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=rp.c.root_provider_id)
+    rows = (
+        sa.select(
+            key.label("k"),
+            rp.c.id.label("rp"),
+            inv.c.resource_class_id.label("rc"),
+            _units(group, names, inv, used).label("n"),
+        )
+        .select_from(joined)
+        .where(
+            inv.c.resource_class_id.in_(sorted(names.rc_ids[rc] for rc in group.resources)),
+            _fits(group, names, inv, used),
+            *q.group_filters(group, names, rp),
+        )
+        .cte("r")
+    )
+    if not group.is_granular:
+        return sa.select(rows.c.k, rows.c.rc, sa.func.sum(rows.c.n)).group_by(rows.c.k, rows.c.rc)
+    per_rp = (
+        sa.select(rows.c.k, sa.func.min(rows.c.n).label("m"))
+        .group_by(rows.c.k, rows.c.rp)
+        .having(sa.func.count() == len(group.resources))
+        .subquery("per_rp")
+    )
+    return sa.select(per_rp.c.k, sa.literal(-1, sa.Integer), sa.func.sum(per_rp.c.m)).group_by(
+        per_rp.c.k
+    )
+
+
+def hosts_stmt() -> Select:
+    """``SELECT id, uuid, name FROM resource_providers WHERE parent_provider_id IS NULL
+    ORDER BY id``"""
+    rp = resource_providers.alias("rp")
+    return (
+        sa.select(rp.c.id, rp.c.uuid, rp.c.name)
+        .where(rp.c.parent_provider_id.is_(None))
+        .order_by(rp.c.id)
+    )
+
+
+def host_labels_stmt(kind: str) -> Select:
+    """``(host id, label)`` for ``--group-by``: the host's (root provider's) own
+    aggregates (``kind="aggregate"``, by uuid) or traits (``kind="trait"``, by name).
+
+    ``SELECT rpa.resource_provider_id, pa.uuid FROM resource_provider_aggregates rpa
+    JOIN placement_aggregates pa ... JOIN resource_providers rp ...
+    WHERE rp.parent_provider_id IS NULL``"""
+    rp = resource_providers.alias("rp")
+    if kind == "aggregate":
+        link = resource_provider_aggregates.alias("rpa")
+        label = placement_aggregates.alias("pa")
+        on = label.c.id == link.c.aggregate_id
+        value = label.c.uuid
+    else:
+        link = resource_provider_traits.alias("rpt")
+        label = traits.alias("t")
+        on = label.c.id == link.c.trait_id
+        value = label.c.name
+    return (
+        sa.select(link.c.resource_provider_id, value)
+        .select_from(link.join(label, on).join(rp, rp.c.id == link.c.resource_provider_id))
+        .where(rp.c.parent_provider_id.is_(None))
+    )

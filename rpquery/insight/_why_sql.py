@@ -1,0 +1,359 @@
+"""Pure statement builders of the rejection reasons (:mod:`rpquery.insight._why`).
+
+One statement per request group tells, per host, how far the group's filters got: each
+inventory row of a requested class gets a *level*, the number of the group's stages it
+passes in order (the candidate query's own clauses, :func:`rpquery.candidates_sql.
+group_filters` called on one filter at a time, then :func:`rpquery.read._clauses.has_room`
+and :func:`rpquery.read._clauses.unit_allows`), and the rows are grouped per host::
+
+    WITH r AS (SELECT <key> AS k, inv.resource_class_id AS rc,
+                      CASE WHEN NOT <stage 1> THEN 0 WHEN NOT <stage 2> THEN 1 ...
+                           ELSE <n> END AS level,
+                      capacity - used AS free [, <required flags>] [, rp.id AS rp]
+               FROM inventories inv JOIN resource_providers rp ... LEFT JOIN usage ...
+               WHERE inv.resource_class_id IN (:rcs))
+    SELECT k, rc, MAX(level), MAX(CASE WHEN level >= :filters THEN free END) ...
+    FROM r GROUP BY k, rc
+    [UNION ALL SELECT k, -1, MAX(single), NULL ... FROM (per provider) GROUP BY k]
+
+``<key>`` is the provider's root, or the provider itself for a sharing provider (the
+executor adds a sharing provider's levels to every host it shares with). The second
+part, for a granular group of several classes, is the best level one provider reaches
+for all of them.
+
+>>> from rpquery.read.request import RequestGroup
+>>> names = q.Names({"VCPU": 0}, {"CUSTOM_X": 9})
+>>> g = RequestGroup(resources={"VCPU": 2}, forbidden=frozenset({"CUSTOM_X"}))
+>>> [(s.code, s.detail) for s in filter_stages(g, names, resource_providers.alias("rp"))]
+[('forbidden_trait', 'CUSTOM_X')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement, FromClause, Select
+
+from rpquery.policies.base import HostPolicy
+from rpquery.read import _clauses as clauses
+from rpquery.read.candidates import _sql as q
+from rpquery.read.request import RequestGroup
+from rpquery.store import dialects
+from rpquery.store.tables import inventories, resource_providers
+
+#: Reason codes in the order the filters apply (a host counts under its first).
+REASONS = (
+    "in_tree",
+    "member_of",
+    "forbidden_aggregate",
+    "required_trait",
+    "forbidden_trait",
+    "no_inventory",
+    "no_capacity",
+    "unit_limits",
+    "no_single_provider",
+    "group_policy_isolate",
+    "same_subtree",
+    "groups_together",
+    "root_required",
+    "policy",
+)
+RANK = {code: i for i, code in enumerate(REASONS)}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One per-provider filter of a group: its reason code, what it asks for (a class,
+    trait set or aggregate set as text) and the clause a provider must pass."""
+
+    code: str
+    detail: str
+    clause: ColumnElement[bool]
+
+
+def text_of(names: Sequence[str] | frozenset[str]) -> str:
+    return ",".join(sorted(names))
+
+
+def _filter(group: RequestGroup, names: q.Names, rp: FromClause, **only: Any) -> Any:
+    """The candidate query's clauses for one of ``group``'s filters
+    (:func:`rpquery.read.candidates._sql.group_filters` of a group with only that filter)."""
+    one = RequestGroup(suffix=group.suffix, **only)
+    return sa.and_(sa.true(), *q.group_filters(one, names, rp))
+
+
+def filter_stages(group: RequestGroup, names: q.Names, rp: FromClause) -> list[Stage]:
+    """The group's per-provider filters in the order reasons are told: tree, aggregates,
+    forbidden aggregates, required trait sets (granular groups: per provider; the
+    unsuffixed group's are collective, see :func:`required_flags`), forbidden traits."""
+    out: list[Stage] = []
+    if group.in_tree is not None:
+        out.append(
+            Stage("in_tree", group.in_tree, _filter(group, names, rp, in_tree=group.in_tree))
+        )
+    if group.member_of:
+        detail = "&".join("in:" + text_of(s) for s in group.member_of)
+        out.append(
+            Stage("member_of", detail, _filter(group, names, rp, member_of=group.member_of))
+        )
+    if group.forbidden_aggs:
+        clause = _filter(group, names, rp, forbidden_aggs=group.forbidden_aggs)
+        out.append(Stage("forbidden_aggregate", text_of(group.forbidden_aggs), clause))
+    if group.is_granular:
+        for s in group.required:
+            out.append(
+                Stage("required_trait", text_of(s), _filter(group, names, rp, required=(s,)))
+            )
+    if names.traits(group.forbidden):
+        clause = _filter(group, names, rp, forbidden=group.forbidden)
+        out.append(Stage("forbidden_trait", text_of(group.forbidden), clause))
+    return out
+
+
+def _pre_required(stages: Sequence[Stage]) -> int:
+    """How many stages come before the required traits (tree and aggregates)."""
+    return sum(1 for s in stages if RANK[s.code] < RANK["required_trait"])
+
+
+def required_flags(
+    group: RequestGroup, names: q.Names, rp: FromClause, level: ColumnElement[int], pre: int
+) -> list[ColumnElement[int]]:
+    """The unsuffixed group's required sets, satisfied collectively: per row, 1 when the
+    provider passed the tree and aggregate stages and has a trait of set ``i``."""
+    if group.is_granular:
+        return []
+    return [
+        sa.case(
+            (sa.and_(level >= pre, clauses.has_any_trait(rp.c.id, names.traits(s))), 1), else_=0
+        ).label(f"req_{i}")
+        for i, s in enumerate(group.required)
+    ]
+
+
+def _level(
+    group: RequestGroup, names: q.Names, stages: Sequence[Stage], inv: FromClause, used: Any
+) -> ColumnElement[int]:
+    n = len(stages)
+    whens: list[tuple[ColumnElement[bool], int]] = [
+        (sa.not_(s.clause), i) for i, s in enumerate(stages)
+    ]
+    room = []
+    unit = []
+    for rc, amount in sorted(group.resources.items()):
+        is_rc = inv.c.resource_class_id == names.rc_ids[rc]
+        room.append(sa.and_(is_rc, sa.not_(clauses.has_room(inv, amount, used))))
+        unit.append(sa.and_(is_rc, sa.not_(clauses.unit_allows(inv, amount))))
+    whens += [(sa.or_(*room), n), (sa.or_(*unit), n + 1)]
+    return sa.case(*whens, else_=n + 2)
+
+
+def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[Any, int]:
+    """The per-row levels of ``group`` (see the module docstring) and the number of
+    filter stages."""
+    inv = inventories.alias("inv")
+    rp = resource_providers.alias("rp")
+    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
+    stages = filter_stages(group, names, rp)
+    level = _level(group, names, stages, inv, used)
+    key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=rp.c.root_provider_id)
+    flags = required_flags(group, names, rp, level, _pre_required(stages))
+    rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
+    stmt = (
+        sa.select(
+            key.label("k"),
+            rp.c.id.label("rp"),
+            inv.c.resource_class_id.label("rc"),
+            level.label("level"),
+            (clauses.capacity(inv) - used).label("free"),
+            *flags,
+        )
+        .select_from(joined)
+        .where(inv.c.resource_class_id.in_(rc_ids))
+    )
+    return stmt.cte("r"), len(stages)
+
+
+def levels_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
+    """Per host (or sharing provider) and requested class: the best level any of its
+    providers reaches, the largest free amount among providers that pass the filters,
+    the unsuffixed group's collective trait flags; for a granular group of several
+    classes, one more row per host (class ``-1``) with the best level a single
+    provider reaches for all of them.
+
+    ``SELECT k, rc, MAX(level), MAX(CASE WHEN level >= :n THEN free END), MAX(req_0) ...
+    FROM r GROUP BY k, rc`` (see the module docstring)."""
+    r, n = rows_cte(group, names, sharing_ids)
+    nreq = 0 if group.is_granular else len(group.required)
+    free = sa.func.max(sa.case((r.c.level >= n, r.c.free)))
+    per_class = sa.select(
+        r.c.k,
+        r.c.rc,
+        sa.func.max(r.c.level).label("level"),
+        free.label("free"),
+        *(sa.func.max(r.c[f"req_{i}"]).label(f"req_{i}") for i in range(nreq)),
+    ).group_by(r.c.k, r.c.rc)
+    if not group.is_granular or len(group.resources) < 2:
+        return per_class
+    per_rp = (
+        sa.select(
+            r.c.k,
+            sa.case(
+                (sa.func.count() == len(group.resources), sa.func.min(r.c.level)), else_=-1
+            ).label("single"),
+        )
+        .group_by(r.c.k, r.c.rp)
+        .subquery("per_rp")
+    )
+    single = sa.select(
+        per_rp.c.k,
+        sa.literal(-1, sa.Integer).label("rc"),
+        sa.func.max(per_rp.c.single).label("level"),
+        sa.null().label("free"),
+    ).group_by(per_rp.c.k)
+    return sa.union_all(per_class, single)  # type: ignore[return-value]
+
+
+def resourceless_levels_stmt(group: RequestGroup, names: q.Names) -> Select:
+    """A resourceless group: per host, the best level of its providers over the
+    filter stages alone. ``SELECT rp.root_provider_id, MAX(CASE ...) FROM
+    resource_providers rp GROUP BY rp.root_provider_id``"""
+    rp = resource_providers.alias("rp")
+    stages = filter_stages(group, names, rp)
+    whens = [(sa.not_(s.clause), i) for i, s in enumerate(stages)]
+    level = sa.case(*whens, else_=len(stages)) if whens else sa.literal(0, sa.Integer)
+    return sa.select(rp.c.root_provider_id, sa.func.max(level)).group_by(rp.c.root_provider_id)
+
+
+def hosts_stmt() -> Select:
+    """``SELECT id FROM resource_providers WHERE parent_provider_id IS NULL ORDER BY id``"""
+    rp = resource_providers.alias("rp")
+    return sa.select(rp.c.id).where(rp.c.parent_provider_id.is_(None)).order_by(rp.c.id)
+
+
+def roots_of_stmt(ids: q.Ids) -> Select:
+    """``SELECT id, root_provider_id, uuid, name FROM resource_providers WHERE id IN (:ids)``"""
+    rp = resource_providers.alias("rp")
+    return sa.select(rp.c.id, rp.c.root_provider_id, rp.c.uuid, rp.c.name).where(
+        rp.c.id.in_(q._ids(ids))
+    )
+
+
+def passing_roots_stmt(
+    root_required: Sequence[int],
+    root_forbidden: Sequence[int],
+    policy: HostPolicy | None,
+    ids: q.Ids,
+) -> Select:
+    """The hosts among ``ids`` that pass ``root_required`` (and ``policy``'s ``where``
+    clause, when given): :func:`rpquery.read.candidates._sql.roots_stmt` with the ids as one
+    more clause."""
+    root = resource_providers.alias("root")
+    extra: list[ColumnElement[bool]] = [root.c.id.in_(q._ids(ids))]
+    clause = policy.where(root.c.id) if policy is not None else None
+    if clause is not None:
+        extra.append(clause)
+    return q.roots_stmt(root_required, root_forbidden, extra, root=root)
+
+
+# ---------------------------------------------------------------- one group, counted in SQL
+
+#: A host's verdict as one integer, ``rank * 1000 + index`` (the order of reasons);
+#: :data:`PASS` when the group passes.
+PASS = 999_999
+
+
+def encode(code: str, index: int) -> int:
+    return RANK[code] * 1000 + index
+
+
+def decode(value: int) -> tuple[str, int]:
+    """``(code, index)`` of an encoded verdict (see :func:`encode`)."""
+    return REASONS[value // 1000], value % 1000
+
+
+def _class_verdict(level: Any, stages: Sequence[Stage], ci: int, n: int) -> ColumnElement[int]:
+    whens: list[tuple[ColumnElement[bool], int]] = [(level.is_(None), encode("no_inventory", ci))]
+    whens += [(level == j, encode(s.code, j)) for j, s in enumerate(stages)]
+    whens += [(level == n, encode("no_capacity", ci)), (level == n + 1, encode("unit_limits", ci))]
+    return sa.case(*whens, else_=PASS)
+
+
+def _tree_has(root_id: ColumnElement[int], rc_ids: Sequence[int]) -> ColumnElement[bool]:
+    """``EXISTS (SELECT 1 FROM resource_providers np JOIN inventories ni ...
+    WHERE np.root_provider_id = :root AND ni.resource_class_id IN (:rcs))``"""
+    np_ = resource_providers.alias("np")
+    ni = inventories.alias("ni")
+    return (
+        sa.select(sa.literal_column("1"))
+        .select_from(np_.join(ni, ni.c.resource_provider_id == np_.c.id))
+        .where(np_.c.root_provider_id == root_id, ni.c.resource_class_id.in_(sorted(rc_ids)))
+        .exists()
+    )
+
+
+def counted_stmt(group: RequestGroup, names: q.Names, examples: int) -> Select:
+    """The verdicts of a request of one group, counted in SQL: per verdict (see
+    :func:`encode`), its host count, the largest free amount (``no_capacity``) and the
+    first ``examples`` hosts by id; every host that passes (``verdict = PASS``).
+
+    ``r`` as in :func:`levels_stmt`, pivoted per host (one ``MAX(CASE ...)`` per
+    class), its verdict the smallest of its classes' (``LEAST``), then
+    ``COUNT(*) OVER``, ``MAX(free) OVER`` and ``ROW_NUMBER() OVER (PARTITION BY
+    verdict ORDER BY host)``; roots without a row are ``no_inventory`` of the first
+    class (``NOT EXISTS`` an inventory of a requested class in the tree). Only for one
+    group that no sharing provider serves and that is not a granular group of several
+    classes."""
+    r, n = rows_cte(group, names, ())
+    stages = filter_stages(group, names, resource_providers.alias("rp"))
+    classes = sorted(group.resources)
+    rc_ids = [names.rc_ids[rc] for rc in classes]
+    nreq = 0 if group.is_granular else len(group.required)
+    ph = (
+        sa.select(
+            r.c.k,
+            *(
+                sa.func.max(sa.case((r.c.rc == c, r.c.level))).label(f"l{i}")
+                for i, c in enumerate(rc_ids)
+            ),
+            *(
+                sa.func.max(sa.case((sa.and_(r.c.rc == c, r.c.level >= n), r.c.free))).label(
+                    f"f{i}"
+                )
+                for i, c in enumerate(rc_ids)
+            ),
+            *(sa.func.max(r.c[f"req_{i}"]).label(f"q{i}") for i in range(nreq)),
+        )
+        .group_by(r.c.k)
+        .cte("ph")
+    )
+    parts = [_class_verdict(ph.c[f"l{i}"], stages, i, n) for i in range(len(rc_ids))]
+    parts += [
+        sa.case((ph.c[f"q{i}"] == 0, encode("required_trait", i)), else_=PASS) for i in range(nreq)
+    ]
+    verdict: ColumnElement[int] = parts[0] if len(parts) == 1 else dialects.least(*parts)
+    free_of = sa.case(
+        *((verdict == encode("no_capacity", i), ph.c[f"f{i}"]) for i in range(len(rc_ids))),
+        else_=sa.null(),
+    )
+    root = resource_providers.alias("root")
+    bare = sa.select(
+        root.c.id.label("k"),
+        sa.literal(encode("no_inventory", 0), sa.Integer).label("verdict"),
+        sa.null().label("free"),
+    ).where(root.c.parent_provider_id.is_(None), sa.not_(_tree_has(root.c.id, rc_ids)))
+    h = sa.union_all(
+        sa.select(ph.c.k, verdict.label("verdict"), free_of.label("free")), bare
+    ).subquery("h")
+    f = sa.select(
+        h.c.verdict,
+        h.c.k,
+        sa.func.count().over(partition_by=h.c.verdict).label("cnt"),
+        sa.func.max(h.c.free).over(partition_by=h.c.verdict).label("mx"),
+        sa.func.row_number().over(partition_by=h.c.verdict, order_by=h.c.k).label("rn"),
+    ).subquery("f")
+    return sa.select(f.c.verdict, f.c.k, f.c.cnt, f.c.mx).where(
+        sa.or_(f.c.rn <= examples, f.c.verdict == PASS)
+    )

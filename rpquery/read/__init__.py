@@ -1,0 +1,1 @@
+"""The read path: request parsing, SQL clauses, provider lists, allocation candidates."""

@@ -1,0 +1,285 @@
+"""``GET /allocation_candidates``: which combinations of providers could host a request.
+
+>>> from rpquery.db import Database
+>>> db = Database("sqlite://"); db.upgrade()
+>>> allocation_candidates(db, "resources=VCPU:1").allocation_requests
+()
+
+How one request runs (a fixed number of statements, whatever the cloud's size):
+
+1. names → ids (one statement);
+2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
+   policy needing every host, a per-class "could serve" test plus ``ORDER BY``/``LIMIT``
+   so only a batch of trees is looked at);
+3. sharing pairs, then one statement per request group with capacity, usage, traits and
+   aggregates (:mod:`rpquery.read.candidates._sql`);
+4. the pruning search (:mod:`rpquery.read.candidates._search`, lazy, under a step budget:
+   :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``;
+5. provider summaries for the trees the returned candidates allocate from (two
+   statements).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
+
+from rpquery.db import Database, reading
+from rpquery.errors import InvalidRequest
+from rpquery.policies.base import HostPolicy
+from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates._execute import (
+    Loaded,
+    fetch_names,
+    fetch_sharing,
+    fetch_summaries,
+    fetch_uuids,
+    load_groups,
+    select_roots,
+    statements_for,
+)
+from rpquery.read.candidates._results import (
+    AllocationCandidates,
+    AllocationRequest,
+    ProviderSummary,
+    RequestRows,
+    ResourceSummary,
+    paused_gc,
+)
+from rpquery.read.candidates._search import (
+    DEFAULT_MAX_STEPS,
+    RawCandidate,
+    SearchBudget,
+    plan_slots,
+    search_anchor,
+)
+from rpquery.read.request import CandidatesRequest, Params, as_candidates_request
+from rpquery.store import dialects
+
+
+def allocation_candidates(
+    db: Database | Connection,
+    request: CandidatesRequest | Params,
+    *,
+    policies: Sequence[HostPolicy] = (),
+    max_search_steps: int | None = None,
+) -> AllocationCandidates:
+    """Allocation candidates for ``request`` (typed, query string or multi-dict).
+
+    The search may take at most ``max_search_steps`` steps (see :func:`search_budget`
+    for the default); past it the request fails with ``TooComplex``
+    (``rpquery.candidates.too_complex``)."""
+    req = as_candidates_request(request)
+    budget = search_budget(db, max_search_steps)
+    with paused_gc(), reading(db) as conn:  # gc: ~10^5 acyclic rows at whole-cloud scale
+        return _run(conn, req, policies, budget)
+
+
+ENV_MAX_SEARCH_STEPS = "RPQUERY_MAX_SEARCH_STEPS"
+
+
+def search_budget(db: Database | Connection, max_search_steps: int | None) -> SearchBudget:
+    """The step budget of one request: ``max_search_steps`` if given, else the
+    Database's (``Database(url, max_search_steps=...)``), else the environment's
+    ``RPQUERY_MAX_SEARCH_STEPS``, else ``DEFAULT_MAX_STEPS`` (1,000,000). A budget that
+    is not an integer ≥ 1 is ``rpquery.request.bad_max_search_steps``.
+
+    >>> search_budget(Database("sqlite://", max_search_steps=500), None)
+    SearchBudget(max_steps=500, steps=0)
+    """
+    value: object = max_search_steps
+    source = "max_search_steps"
+    if value is None and isinstance(db, Database) and db.max_search_steps is not None:
+        value, source = db.max_search_steps, "Database.max_search_steps"
+    raw = os.environ.get(ENV_MAX_SEARCH_STEPS, "").strip()
+    if value is None and raw:
+        value = int(raw) if raw.isascii() and raw.isdigit() else raw
+        source = ENV_MAX_SEARCH_STEPS
+    if value is None:
+        value = DEFAULT_MAX_STEPS
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidRequest(
+            "rpquery.request.bad_max_search_steps",
+            f"{source} must be an integer >= 1, not {value!r}",
+            token=str(value)[:100],
+        )
+    return SearchBudget(value)
+
+
+def _run(
+    conn: Connection,
+    req: CandidatesRequest,
+    policies: Sequence[HostPolicy],
+    budget: SearchBudget,
+) -> AllocationCandidates:
+    dialects.read_session_setup(conn)
+    names = fetch_names(conn, req)
+    sharing = fetch_sharing(conn, req, names)
+    push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
+    found: list[RawCandidate] = []
+    seen: set[tuple[object, ...]] = set()
+    exclude: list[int] = []
+    root_of: dict[int, int] = {}
+    for batch_limit in _batches(req.limit if push_limit else None):
+        roots = select_roots(conn, req, names, policies, batch_limit, exclude, sharing.rc_ids)
+        loaded = load_groups(conn, req, names, roots, sharing)
+        _collect(loaded, req, found, seen, budget, stop=req.limit if push_limit else None)
+        root_of.update(loaded.data.root_of)
+        exclude.extend(loaded.anchors if roots.ids is not None else ())
+        if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:
+            break
+    chosen = _apply_policies(conn, found, policies, req)
+    return _summarise(conn, chosen, names, root_of)
+
+
+def _batches(limit: int | None) -> Iterable[int | None]:
+    if limit is None:
+        return (None,)
+    return (max(2 * limit, 20), None)
+
+
+def _collect(
+    loaded: Loaded,
+    req: CandidatesRequest,
+    found: list[RawCandidate],
+    seen: set[tuple[object, ...]],
+    budget: SearchBudget,
+    stop: int | None,
+) -> None:
+    """Search every anchor of the batch into ``found``. With ``limit``, at most
+    ``limit`` candidates per anchor (policies keep, weigh and shuffle whole trees, so
+    a tree's later candidates could never be returned), and the whole search stops at
+    ``stop`` candidates."""
+    shared = loaded.sharing_ids
+    slots, data, rules = loaded.slots, loaded.data, loaded.rules
+    limit = stop if stop is not None and not req.randomize else None
+    per_anchor = req.limit
+    allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
+    plan = plan_slots(slots, rules)
+    for root in loaded.anchors:
+        taken = 0
+        for cand in search_anchor(root, slots, data, rules, plan, budget):
+            # Only a candidate made of sharing providers alone can be reached from
+            # several anchors; any other is unique to its tree.
+            if shared and all(cand.picks[j] in shared for j in allocating):
+                key = cand.key()
+                if key in seen:
+                    continue
+                seen.add(key)
+            found.append(cand)
+            taken += 1
+            if limit is not None and len(found) >= limit:
+                return
+            if per_anchor is not None and taken >= per_anchor:
+                break
+
+
+def _apply_policies(
+    conn: Connection,
+    found: list[RawCandidate],
+    policies: Sequence[HostPolicy],
+    req: CandidatesRequest,
+) -> list[RawCandidate]:
+    """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), then ``limit``."""
+    roots = sorted({c.root_id for c in found})
+    weights: dict[int, float] = {}
+    for policy in policies:
+        kept = policy.keep(conn, roots)
+        if kept is not None:
+            roots = [r for r in roots if r in kept]
+    for policy in policies:
+        w = policy.weigh(conn, roots)
+        for r, value in (w or {}).items():
+            weights[r] = weights.get(r, 0.0) + value
+    keep = set(roots)
+    out = [c for c in found if c.root_id in keep]
+    if req.randomize:
+        random.shuffle(out)
+    if weights:
+        out.sort(key=lambda c: -weights.get(c.root_id, 0.0))
+    return out[: req.limit] if req.limit is not None else out
+
+
+def _summarise(
+    conn: Connection, chosen: list[RawCandidate], names: q.Names, root_of: dict[int, int]
+) -> AllocationCandidates:
+    """Summaries of the trees the returned candidates allocate from, then the answer in
+    compact form: requests stay picks (ids) until rendered or asked for
+    (:class:`RequestRows`).
+
+    As Placement: a tree is summarised when some returned request allocates from one of
+    its providers. The anchor of a candidate made of sharing providers alone, and the
+    provider of a resourceless group outside those trees, are not summarised; their
+    uuids (the request's ``root_uuid``, its ``mappings``) come from one more small
+    statement, run only in that case."""
+    if not chosen:
+        return AllocationCandidates()
+    trees = {
+        root_of[rp]
+        for c in chosen
+        for slot, rp in zip(c.slots, c.picks, strict=True)
+        if slot.rc_amounts
+    }
+    summaries = fetch_summaries(conn, trees, names.rc_names)
+    uuid_by_id = summaries.uuid_by_id
+    outside = {c.root_id for c in chosen if c.root_id not in trees}
+    outside.update(rp for c in chosen for rp in c.picks if root_of[rp] not in trees)
+    if outside:
+        uuid_by_id = {**fetch_uuids(conn, outside), **uuid_by_id}
+    return AllocationCandidates.from_rows(
+        RequestRows(chosen, uuid_by_id, names.rc_names), summaries
+    )
+
+
+def exclude_nested(answer: AllocationCandidates, limit: int | None = None) -> AllocationCandidates:
+    """The answer as Placement gives it before microversion 1.29, blind to nested
+    trees: only allocation requests taking from at most one provider per tree, then
+    ``limit``, and only the summaries of providers those requests use. Run the search
+    without a limit first (the limit applies after this filter). Call it only when the
+    cloud has nested providers (:func:`rpquery.write.providers.has_nested`): Placement leaves
+    a flat cloud's answer alone.
+
+    >>> exclude_nested(AllocationCandidates()).to_placement()
+    {'allocation_requests': [], 'provider_summaries': {}}
+    """
+    summaries = answer.provider_summaries
+    kept = [
+        ar
+        for ar in answer.allocation_requests
+        if len({summaries[rp].root_uuid for rp in ar.allocations}) == len(ar.allocations)
+    ]
+    if limit is not None:
+        kept = kept[:limit]
+    used = {rp for ar in kept for rp in ar.allocations}
+    return AllocationCandidates(kept, {u: s for u, s in summaries.items() if u in used})
+
+
+def candidate_statements(
+    db_or_conn: Database | Connection, request: CandidatesRequest | Params
+) -> list[Executable]:
+    """The main statements ``request`` builds (anchor roots, sharing pairs, one per
+    group), as for a full answer, to read or compile per dialect (golden SQL tests).
+
+    They are templates: the per-batch statements take the anchor roots found at run
+    time as bind parameters (``root_ids``), so they cannot be sent as they are. To see
+    and EXPLAIN what a request really sends, with its values, trace a run instead
+    (``db.add_tracer``), as ``rpquery explain`` and ``make bench`` do."""
+    req = as_candidates_request(request)
+    with reading(db_or_conn) as conn:
+        names = fetch_names(conn, req)
+    return statements_for(req, names)
+
+
+__all__ = [
+    "AllocationCandidates",
+    "AllocationRequest",
+    "ProviderSummary",
+    "ResourceSummary",
+    "allocation_candidates",
+    "candidate_statements",
+    "exclude_nested",
+]

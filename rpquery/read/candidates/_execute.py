@@ -1,0 +1,446 @@
+"""Thin executors of the allocation-candidate read path: run the builders of
+:mod:`rpquery.read.candidates._sql` and turn rows into the plain data the search needs.
+
+>>> Roots(ids=[3, 5], scope=[3, 5], params={"root_ids": [3, 5]}, exhausted=True).ids
+[3, 5]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import ColumnElement, Executable, FromClause
+
+from rpquery.errors import InvalidRequest
+from rpquery.policies.base import HostPolicy
+from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates._results import SummaryRows
+from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, Slot
+from rpquery.read.request import CandidatesRequest, RequestGroup
+from rpquery.store.tables import resource_providers
+
+NAMES = q.names_stmt(None, q.ids_param("trait_names"))
+ROOT_IDS = q.ids_param("root_ids")
+SHARING_IDS = q.ids_param("sharing_ids")
+EXCLUDE_IDS = q.ids_param("exclude_ids")
+SUMMARY = q.summary_stmt("tree_ids")
+SUMMARY_TRAITS = q.summary_traits_stmt("tree_ids")
+
+NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+
+
+def driver_rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> list[Any]:
+    """Every row of ``stmt`` as the driver's own tuples, skipping SQLAlchemy's ``Row``
+    objects (~0.5 µs a row: 15 ms of the ~30k trait rows of a whole-cloud answer).
+    Only for the read path's statements, whose columns are ints, strings and numbers
+    that need no result processing (callers convert with ``int()``/``float()``,
+    which also takes MySQL's ``Decimal`` sums). Still sent through ``conn.execute``,
+    so tracers and statement counts see it."""
+    result = conn.execute(stmt, params)
+    try:
+        return list(result.cursor.fetchall()) if result.returns_rows else []
+    finally:
+        result.close()
+
+
+def names_key(names: q.Names) -> NamesKey:
+    return tuple(sorted(names.rc_ids.items())), tuple(sorted(names.trait_ids.items()))
+
+
+def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
+    """Resource class and trait ids in one statement; unknown classes and unknown traits,
+    required or forbidden, raise ``InvalidRequest`` (``rpquery.resource_class.not_found``
+    / ``rpquery.trait.not_found``), as Placement answers 400 for them
+    (docs/design.md#requests-and-validation)."""
+    rcs, trs = req.resource_class_names(), req.trait_names()
+    must_exist = trs
+    every_rc: dict[str, int] = {}
+    trait_ids: dict[str, int] = {}
+    params = {"trait_names": sorted({*trs, q.SHARING_TRAIT})}
+    for kind, name, ident in conn.execute(NAMES, params):
+        (every_rc if kind == "rc" else trait_ids)[name] = int(ident)
+    rc_ids = {name: every_rc[name] for name in rcs if name in every_rc}
+    for wanted, found, code, what in (
+        (rcs, rc_ids, "rpquery.resource_class.not_found", "resource class"),
+        (must_exist, trait_ids, "rpquery.trait.not_found", "trait"),
+    ):
+        missing = sorted(set(wanted) - found.keys())
+        if missing:
+            raise InvalidRequest(code, f"no such {what}: {', '.join(missing)}", token=missing[0])
+    return q.Names(rc_ids, trait_ids, {ident: name for name, ident in every_rc.items()})
+
+
+def filters_key(g: RequestGroup) -> tuple[object, ...]:
+    """What a group's statements depend on besides its amounts: two groups with equal
+    keys and equal resources get the same rows (the suffix only names them)."""
+    return (g.is_granular, g.required, g.forbidden, g.member_of, g.forbidden_aggs, g.in_tree)
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Anchor roots of one batch: ``ids`` fetched (``None``: every root), ``scope`` the
+    restriction the other statements use, ``params`` to bind, ``exhausted`` when no
+    more roots exist."""
+
+    ids: list[int] | None
+    scope: q.RootScope
+    params: dict[str, Any]
+    exhausted: bool
+
+
+def _roots_query(
+    req: CandidatesRequest,
+    names: q.Names,
+    policy_clauses: Sequence[ColumnElement[bool]],
+    root: FromClause,
+    batch_limit: int | None,
+    exclude: bool,
+    shared_rcs: frozenset[int] = frozenset(),
+) -> sa.Select | None:
+    serve: list[ColumnElement[bool]] = []
+    if batch_limit is not None:
+        tests: dict[tuple[tuple[object, ...], str, int], RequestGroup] = {}
+        for g in req.groups:  # identical groups need one test, not one each
+            for rc, amount in sorted(g.resources.items()):
+                if names.rc_ids[rc] not in shared_rcs:
+                    tests.setdefault((filters_key(g), rc, amount), g)
+        serve = [
+            q.could_serve(g, rc, amount, names, root.c.id) for (_, rc, amount), g in tests.items()
+        ]
+    required, forbidden = names.traits(req.root_required), names.traits(req.root_forbidden)
+    if batch_limit is None and not (policy_clauses or required or forbidden or exclude):
+        return None
+    return q.roots_stmt(
+        required,
+        forbidden,
+        policy_clauses,
+        serve,
+        limit=batch_limit,
+        randomize=req.randomize,
+        exclude=EXCLUDE_IDS if exclude else (),
+        root=root,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_roots(
+    req: CandidatesRequest,
+    key: NamesKey,
+    batch_limit: int | None,
+    exclude: bool,
+    shared_rcs: frozenset[int],
+) -> sa.Select | None:
+    names = q.Names(dict(key[0]), dict(key[1]))
+    root = resource_providers.alias("root")
+    return _roots_query(req, names, (), root, batch_limit, exclude, shared_rcs)
+
+
+def roots_query(
+    req: CandidatesRequest,
+    names: q.Names,
+    policies: Sequence[HostPolicy],
+    batch_limit: int | None,
+    exclude: bool,
+    shared_rcs: frozenset[int] = frozenset(),
+) -> sa.Select | None:
+    """The anchor-roots statement (built once per request shape unless a policy adds
+    clauses), or ``None`` when nothing restricts the roots."""
+    root = resource_providers.alias("root")
+    policy_clauses = [c for c in (p.where(root.c.id) for p in policies) if c is not None]
+    if policy_clauses:
+        return _roots_query(req, names, policy_clauses, root, batch_limit, exclude, shared_rcs)
+    return _cached_roots(req, names_key(names), batch_limit, exclude, shared_rcs)
+
+
+def select_roots(
+    conn: Connection,
+    req: CandidatesRequest,
+    names: q.Names,
+    policies: Sequence[HostPolicy],
+    batch_limit: int | None,
+    exclude: Sequence[int],
+    shared_rcs: frozenset[int] = frozenset(),
+) -> Roots:
+    """Run the anchor-roots statement (or skip it when nothing restricts the roots)."""
+    stmt = roots_query(req, names, policies, batch_limit, bool(exclude), shared_rcs)
+    params: dict[str, Any] = {"exclude_ids": list(exclude)} if exclude else {}
+    if stmt is None:
+        return Roots(None, None, {}, True)
+    ids = [int(r) for r in conn.execute(stmt, params).scalars()]
+    if batch_limit is not None:
+        return Roots(ids, ROOT_IDS, {"root_ids": ids}, len(ids) < batch_limit)
+    return Roots(ids, stmt, params, True)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the search needs for one batch of anchors."""
+
+    anchors: list[int]
+    slots: list[Slot]
+    data: SearchData
+    rules: SearchRules
+    sharing_ids: frozenset[int] = frozenset()
+
+
+class _Collector:
+    """Accumulates rows of every group statement into search data."""
+
+    def __init__(self, shared_with: dict[int, set[int]]) -> None:
+        self.inventory: dict[tuple[int, int], Inventory] = {}
+        self.root_of: dict[int, int] = {}
+        self.flags: dict[int, tuple[bool, ...]] = {}
+        self.shared_with = shared_with
+        self.local_roots: set[int] = set()
+
+    def offers(self, rows: Any, n_flags: int) -> dict[int, list[int]]:
+        """Rows of one group statement: class id → provider ids with room for the amount."""
+        by_rc: dict[int, list[int]] = defaultdict(list)
+        inventory, root_of, flags = self.inventory, self.root_of, self.flags
+        for rp, root, rc, capacity, used, max_unit, *extra in rows:
+            # ids and max_unit are integer columns on every driver; SUM is a Decimal
+            # on MySQL (int() takes both)
+            inventory[(rp, rc)] = Inventory(float(capacity), int(used), max_unit)
+            root_of[rp] = root
+            by_rc[rc].append(rp)
+            if n_flags:
+                flags[rp] = tuple(bool(v) for v in extra[:n_flags])
+        return by_rc
+
+    def choices(
+        self,
+        providers: set[int],
+        blocked: frozenset[int] = frozenset(),
+        local_only: frozenset[int] = frozenset(),
+    ) -> dict[int, list[int]]:
+        """Anchor root → providers that may serve it (its own, then sharing ones; none
+        of the sharing ones for a ``blocked`` anchor, and a ``local_only`` sharing
+        provider for its own tree only)."""
+        out: dict[int, set[int]] = defaultdict(set)
+        for rp in providers:
+            out[self.root_of[rp]].add(rp)
+            self.local_roots.add(self.root_of[rp])
+        for root, sharing in self.shared_with.items():
+            if root not in blocked:
+                out[root].update((sharing & providers) - local_only)
+        return {root: sorted(rps) for root, rps in out.items()}
+
+
+ScopeToken = str | sa.Select | None
+
+
+def _scope(token: ScopeToken) -> q.RootScope:
+    return ROOT_IDS if token == "ids" else token  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=512)
+def _stmt(kind: str, group: RequestGroup | None, key: NamesKey, token: ScopeToken) -> sa.Select:
+    """Group, resourceless and tree-shape statements, built once per request shape; the
+    batch's roots and sharing providers are bound at execution."""
+    names = q.Names(dict(key[0]), dict(key[1]))
+    scope = _scope(token)
+    if kind == "shape":
+        return q.tree_shape_stmt(scope)
+    assert group is not None
+    sharing = SHARING_IDS if scope is not None else ()
+    if kind == "resourceless":
+        return q.resourceless_stmt(group, names, scope, sharing)
+    return q.group_rows_stmt(group, names, scope, sharing)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Connection, names and the batch's scope: enough to fetch cached statements."""
+
+    conn: Connection
+    names: q.Names
+    key: NamesKey
+    token: ScopeToken
+    params: dict[str, Any]
+
+    def execute(self, kind: str, group: RequestGroup | None = None) -> Any:
+        stmt = _stmt(kind, group, self.key, self.token)
+        return driver_rows(self.conn, stmt, self.params)
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Which sharing providers share with which trees, and the requested classes they
+    have (trees need not hold those classes themselves)."""
+
+    shared_with: dict[int, set[int]]
+    rc_ids: frozenset[int]
+
+
+@functools.lru_cache(maxsize=256)
+def _sharing_stmt(key: NamesKey, rc_ids: tuple[int, ...], any_class: bool) -> sa.Select:
+    return q.sharing_stmt(q.Names(dict(key[0]), dict(key[1])), rc_ids, any_class=any_class)
+
+
+def _any_class(req: CandidatesRequest) -> bool:
+    """A resourceless group may stand on a sharing provider whatever classes it holds."""
+    return any(not g.resources for g in req.groups)
+
+
+def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:
+    """Sharing pairs for the request's classes (one statement; none without sharing)."""
+    shared_with: dict[int, set[int]] = defaultdict(set)
+    rcs: set[int] = set()
+    if names.sharing_trait is None:
+        return Sharing(shared_with, frozenset())
+    rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
+    stmt = _sharing_stmt(names_key(names), rc_ids, _any_class(req))
+    for sharing_id, root, rc in conn.execute(stmt).all():
+        shared_with[int(root)].add(int(sharing_id))
+        if rc is not None:
+            rcs.add(int(rc))
+    return Sharing(shared_with, frozenset(rcs))
+
+
+def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
+    """Anchor roots in one of the unsuffixed group's forbidden aggregates, among those a
+    sharing provider serves. As in Placement, a forbidden aggregate excludes a provider
+    of the unsuffixed group when it or its root is a member, the root of a sharing
+    provider being the anchor it serves: such an anchor gets no sharing provider
+    either (its own providers are already excluded by the group statement). One
+    statement, only with forbidden aggregates and sharing providers in play."""
+    if g.is_granular or not g.forbidden_aggs or not col.shared_with:
+        return frozenset()
+    rows = driver_rows(run.conn, _roots_in_stmt(tuple(sorted(g.forbidden_aggs))), {})
+    return frozenset(int(root) for (root,) in rows) & col.shared_with.keys()
+
+
+@functools.lru_cache(maxsize=64)
+def _roots_in_stmt(agg_uuids: tuple[str, ...]) -> sa.Select:
+    return q.roots_in_aggregates_stmt(agg_uuids)
+
+
+def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
+    """Sharing providers that may serve only their own tree in the unsuffixed group:
+    every one with ``in_tree`` (as in Placement, ``in_tree`` there fixes the anchor
+    to that tree: no sharing provider serves another tree, nor one of that tree serves
+    another anchor), else the children passing ``member_of`` only through their root
+    (:func:`rpquery.read.candidates._sql.local_sharing_stmt`; one statement, only with
+    ``member_of`` and sharing providers in play)."""
+    if g.is_granular or not col.shared_with:
+        return frozenset()
+    sharing = frozenset().union(*col.shared_with.values())
+    if g.in_tree is not None:
+        return sharing
+    if not g.member_of:
+        return frozenset()
+    stmt = _local_sharing_stmt(g.member_of)
+    return frozenset(
+        int(rp) for (rp,) in driver_rows(run.conn, stmt, {"local_ids": sorted(sharing)})
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _local_sharing_stmt(member_of: tuple[frozenset[str], ...]) -> sa.Select:
+    return q.local_sharing_stmt(member_of, q.ids_param("local_ids"))
+
+
+def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
+    names = run.names
+    if not g.resources:
+        rows = [(int(rp), int(root)) for rp, root in run.execute("resourceless", g)]
+        col.root_of.update(rows)
+        # the anchor tree's own providers and the sharing providers sharing with it
+        return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}))]
+    n_flags = 0 if g.is_granular else len(g.required)
+    by_rc = col.offers(run.execute("group", g), n_flags)
+    amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
+    if g.is_granular:
+        ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
+        return [Slot(g.suffix, "granular", amounts, col.choices(ok))]
+    blocked = _blocked_anchors(run, g, col)
+    local_only = _local_only(run, g, col)
+    return [
+        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())), blocked, local_only))
+        for rc, amt in amounts
+    ]
+
+
+def load_groups(
+    conn: Connection, req: CandidatesRequest, names: q.Names, roots: Roots, sharing: Sharing
+) -> Loaded:
+    """One statement per group, parent links if ``same_subtree``."""
+    token: ScopeToken = "ids" if roots.scope is ROOT_IDS else roots.scope  # type: ignore[assignment]
+    run = _Run(conn, names, names_key(names), token, dict(roots.params))
+    if roots.ids is not None and token == "ids":
+        shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
+    else:
+        shared_with = sharing.shared_with
+    run.params["sharing_ids"] = sorted(set().union(*shared_with.values())) if shared_with else []
+    col = _Collector(shared_with)
+    order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
+    slots: list[Slot] = []
+    done: dict[tuple[object, ...], list[Slot]] = {}
+    for g in order:  # identical groups: one statement, the same choices under each suffix
+        key = (filters_key(g), tuple(sorted(g.resources.items())))
+        if key in done:
+            slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
+        else:
+            slots.extend(done.setdefault(key, _group_slots(run, g, col)))
+    parent_of: dict[int, int | None] = {}
+    if req.same_subtree:
+        for rp, parent in run.execute("shape"):
+            parent_of[int(rp)] = int(parent) if parent is not None else None
+    anchors = roots.ids if roots.ids is not None else sorted(col.local_roots | shared_with.keys())
+    unsuffixed = [g for g in req.groups if not g.is_granular]
+    rules = SearchRules(
+        isolate=req.group_policy == "isolate",
+        same_subtree=tuple(frozenset(s) for s in req.same_subtree),
+        required_sets=len(unsuffixed[0].required) if unsuffixed else 0,
+        flags=col.flags,
+    )
+    data = SearchData(col.inventory, col.root_of, parent_of)
+    sharing_ids = frozenset(run.params["sharing_ids"])
+    return Loaded(anchors, slots, data, rules, sharing_ids)
+
+
+def fetch_summaries(
+    conn: Connection, root_ids: set[int], rc_names: Mapping[int, str]
+) -> SummaryRows:
+    """Summaries of every provider in the trees ``root_ids`` (two statements), kept as
+    the driver's rows: :class:`SummaryRows` shapes them per provider (class ids named
+    through ``rc_names``) only when the summaries are read or rendered."""
+    params = {"tree_ids": sorted(root_ids)}
+    trait_rows = driver_rows(conn, SUMMARY_TRAITS, params)
+    return SummaryRows.from_driver(driver_rows(conn, SUMMARY, params), trait_rows, rc_names)
+
+
+def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
+    """Uuids of providers outside the summarised trees (an anchor that only sharing
+    providers served): ``SELECT id, uuid FROM resource_providers WHERE id IN (:ids)``."""
+    rp = resource_providers
+    stmt = sa.select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(sorted(ids)))
+    return {int(ident): uuid for ident, uuid in conn.execute(stmt)}
+
+
+def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
+    """The main statements of ``req`` for ``explain``: the anchor-roots statement (the
+    first batch's when ``limit`` is set), then sharing pairs and one statement per group
+    as a full answer runs them (scoped by the roots statement, no sharing ids bound)."""
+    batch = max(2 * req.limit, 20) if req.limit is not None else None
+    out: list[Executable] = []
+    if batch is not None:
+        out.append(roots_query(req, names, (), batch, False))  # type: ignore[arg-type]
+    roots = roots_query(req, names, (), None, False)
+    if roots is not None and batch is None:
+        out.append(roots)
+    key = names_key(names)
+    rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
+    if names.sharing_trait is not None:
+        out.append(_sharing_stmt(key, rc_ids, _any_class(req)))
+    for g in req.groups:
+        kind = "group" if g.resources else "resourceless"
+        out.append(_stmt(kind, g, key, roots).params(sharing_ids=[]))
+    return out

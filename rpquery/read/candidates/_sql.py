@@ -1,0 +1,473 @@
+"""Pure statement builders of the allocation-candidate read path.
+
+Every function returns a Core ``Select`` and takes no connection, so
+``tests/test_golden_sql.py`` compiles them for each dialect. The executor in
+:mod:`rpquery.read.candidates` runs them in this order (a fixed number of round trips,
+whatever the size of the cloud):
+
+1. :func:`names_stmt` — resource class and trait ids of the request (one ``UNION ALL``);
+2. :func:`roots_stmt` — anchor roots: ``root_required``, policies' ``where``, and (when
+   ``limit`` can be pushed down) a cheap per-class "could this tree serve it" test,
+   ordered and limited;
+3. :func:`sharing_stmt` — (sharing provider, tree it shares with) pairs;
+4. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
+   traits and aggregates of every provider in play; :func:`resourceless_stmt` for
+   resourceless groups; :func:`tree_shape_stmt` when ``same_subtree`` is asked;
+5. :func:`summary_stmt` and :func:`summary_traits_stmt` — only for returned trees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement, FromClause, Select
+from sqlalchemy.sql.elements import BindParameter
+
+from rpquery.read import _clauses as clauses
+from rpquery.read.request import RequestGroup
+from rpquery.store import dialects
+from rpquery.store.tables import (
+    inventories,
+    resource_classes,
+    resource_provider_traits,
+    resource_providers,
+    traits,
+)
+
+SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+#: Roots given as ids, an expanding bind parameter or a subquery (``None``: every root).
+RootScope = Sequence[int] | BindParameter[Any] | Select | None
+#: Ids given as a list or as an expanding bind parameter (so a statement can be reused).
+Ids = Sequence[int] | BindParameter[Any]
+
+
+def ids_param(name: str, *, literal: bool = False) -> BindParameter[Any]:
+    """An expanding ``IN`` parameter: ``x IN (__[POSTCOMPILE_name])``; ``literal``
+    renders the values inline at execution (cheaper for thousands of ints than as
+    many driver placeholders)."""
+    return sa.bindparam(name, expanding=True, literal_execute=literal)
+
+
+def _ids(values: Ids | Sequence[str]) -> Any:
+    return values if isinstance(values, BindParameter) else sorted(values)
+
+
+@dataclass(frozen=True)
+class Names:
+    """Name → id maps for the request (filled by :func:`names_stmt`)."""
+
+    rc_ids: Mapping[str, int] = field(default_factory=dict)
+    trait_ids: Mapping[str, int] = field(default_factory=dict)
+    #: id → name of every resource class (summaries list every inventory's class)
+    rc_names: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def sharing_trait(self) -> int | None:
+        return self.trait_ids.get(SHARING_TRAIT)
+
+    def traits(self, names: frozenset[str]) -> list[int]:
+        """Ids of the known names among ``names`` (unknown forbidden traits drop out)."""
+        return sorted(self.trait_ids[n] for n in names if n in self.trait_ids)
+
+
+def names_stmt(
+    rc_names: Sequence[str] | BindParameter[Any] | None,
+    trait_names: Sequence[str] | BindParameter[Any],
+) -> Select:
+    """``SELECT 'rc', name, id FROM resource_classes [WHERE name IN (...)]
+    UNION ALL SELECT 't', name, id FROM traits WHERE name IN (...)``; ``rc_names``
+    ``None`` reads every class (a few dozen rows: the candidate path needs all their
+    names for the summaries, which list every inventory)."""
+    rcs = sa.select(sa.literal("rc").label("kind"), resource_classes.c.name, resource_classes.c.id)
+    if rc_names is not None:
+        rcs = rcs.where(resource_classes.c.name.in_(_ids(rc_names)))
+    trs = sa.select(sa.literal("t").label("kind"), traits.c.name, traits.c.id)
+    trs = trs.where(traits.c.name.in_(_ids(trait_names)))
+    return sa.union_all(rcs, trs)  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ per-provider filters
+
+
+def provider_filters(
+    group: RequestGroup,
+    names: Names,
+    rp: FromClause,
+    *,
+    with_required: bool,
+    root_covers: bool | None = None,
+) -> list[ColumnElement[bool]]:
+    """Clauses every provider used by ``group`` must pass (``rp`` is a provider alias).
+
+    Forbidden traits and aggregates are ``NOT EXISTS``. Required traits are per
+    provider only for granular groups and provider lists (``with_required``); the
+    unsuffixed group checks them collectively. Aggregates as Placement applies them
+    (docs/design.md#trees-sharing-and-aggregates): with ``root_covers`` (the unsuffixed
+    group of allocation candidates) a provider passes ``member_of`` if it or its root is
+    in every term (the terms are not split between the two) and a forbidden aggregate of
+    its root excludes it too; without (suffixed groups, provider lists) only the
+    provider's own aggregates count.
+    ``None``: as allocation candidates do, ``root_covers`` for the unsuffixed group only.
+    """
+    out: list[ColumnElement[bool]] = []
+    forbidden = names.traits(group.forbidden)
+    if forbidden:
+        out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
+    if with_required:
+        out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
+    if root_covers is None:
+        root_covers = not group.is_granular
+    root = rp.c.root_provider_id if root_covers else None
+    if group.member_of:
+        out.append(clauses.in_every_aggregate_set(rp.c.id, group.member_of, root))
+    if group.forbidden_aggs:
+        out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, root))
+    if group.in_tree is not None:
+        out.append(clauses.in_tree(rp.c.root_provider_id, group.in_tree))
+    return out
+
+
+def group_filters(group: RequestGroup, names: Names, rp: FromClause) -> list[ColumnElement[bool]]:
+    """:func:`provider_filters` as :func:`group_rows_stmt` applies them to ``group``:
+    the one definition the rejection reasons (:mod:`rpquery.insight._why_sql`) and headroom
+    (:mod:`rpquery.insight._headroom_sql`) reuse, so they filter exactly as candidates do."""
+    return provider_filters(group, names, rp, with_required=group.is_granular)
+
+
+def _fits_one_of(
+    group: RequestGroup, names: Names, inv: FromClause, used: ColumnElement[int]
+) -> ColumnElement[bool]:
+    return sa.or_(
+        *(
+            sa.and_(
+                inv.c.resource_class_id == names.rc_ids[rc],
+                clauses.capacity_fits(inv, amount, used),
+            )
+            for rc, amount in sorted(group.resources.items())
+        )
+    )
+
+
+def _scope(rp: FromClause, roots: RootScope, sharing_ids: Ids) -> list[ColumnElement[bool]]:
+    if roots is None:
+        return []
+    local = rp.c.root_provider_id.in_(_ids(roots) if not isinstance(roots, Select) else roots)
+    if not isinstance(sharing_ids, BindParameter) and not sharing_ids:
+        return [local]
+    return [sa.or_(local, rp.c.id.in_(_ids(sharing_ids)))]
+
+
+# ------------------------------------------------------------------ statements
+
+
+def group_rows_stmt(
+    group: RequestGroup,
+    names: Names,
+    roots: RootScope = None,
+    sharing_ids: Ids = (),
+) -> Select:
+    """One row per (provider, requested class) that can serve ``group``'s amount.
+
+    ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
+    inv.max_unit [, EXISTS(trait in set_i) AS req_i ...]
+    FROM inventories inv JOIN resource_providers rp ON rp.id = inv.resource_provider_id
+    LEFT JOIN rpq_provider_usages pu ON (provider, class)
+    WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
+    AND NOT EXISTS (<forbidden trait>) AND EXISTS (<member_of>) ...
+    AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``
+
+    Usage is one stored row per inventory (:func:`clauses.join_usage`): the planner
+    looks it up by primary key for a batch of trees and hash- or merge-joins it for the
+    whole cloud; ``allocations`` is never aggregated.
+    """
+    inv = inventories.alias("inv")
+    rp = resource_providers.alias("rp")
+    rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
+    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
+    flags = []
+    if not group.is_granular:
+        flags = [
+            clauses.has_any_trait(rp.c.id, names.traits(s)).label(f"req_{i}")
+            for i, s in enumerate(group.required)
+        ]
+    return (
+        sa.select(
+            rp.c.id,
+            rp.c.root_provider_id,
+            inv.c.resource_class_id,
+            clauses.capacity(inv).label("capacity"),
+            used.label("used"),
+            inv.c.max_unit,
+            *flags,
+        )
+        .select_from(joined)
+        .where(
+            inv.c.resource_class_id.in_(rc_ids),
+            _fits_one_of(group, names, inv, used),
+            *group_filters(group, names, rp),
+            *_scope(rp, roots, sharing_ids),
+        )
+    )
+
+
+def resourceless_stmt(
+    group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Ids = ()
+) -> Select:
+    """Providers that can stand for a resourceless granular group (traits and aggregates
+    only), of the anchor trees or sharing with them (as any suffixed group):
+    ``SELECT rp.id, rp.root_provider_id FROM resource_providers rp WHERE <filters>
+    AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``"""
+    rp = resource_providers.alias("rp")
+    return (
+        sa.select(rp.c.id, rp.c.root_provider_id)
+        .where(
+            *provider_filters(group, names, rp, with_required=True, root_covers=False),
+            *_scope(rp, roots, sharing_ids),
+        )
+        .order_by(rp.c.id)
+    )
+
+
+def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
+    """Roots that are members of one of the aggregates (the anchors a forbidden
+    aggregate of the unsuffixed group rules out for sharing providers too).
+
+    ``SELECT rpa.resource_provider_id FROM resource_provider_aggregates rpa
+    JOIN placement_aggregates pa ON pa.id = rpa.aggregate_id
+    JOIN resource_providers rp ON rp.id = rpa.resource_provider_id
+    WHERE pa.uuid IN (:aggs) AND rp.parent_provider_id IS NULL``
+    """
+    from rpquery.store.tables import placement_aggregates
+    from rpquery.store.tables import resource_provider_aggregates as rpa_t
+
+    rpa = rpa_t.alias("rpa")
+    pa = placement_aggregates.alias("pa")
+    rp = resource_providers.alias("rp")
+    return (
+        sa.select(rpa.c.resource_provider_id)
+        .select_from(
+            rpa.join(pa, pa.c.id == rpa.c.aggregate_id).join(
+                rp, rp.c.id == rpa.c.resource_provider_id
+            )
+        )
+        .where(pa.c.uuid.in_(sorted(agg_uuids)), rp.c.parent_provider_id.is_(None))
+        .distinct()
+    )
+
+
+def local_sharing_stmt(member_of: Sequence[frozenset[str]], sharing_ids: Ids) -> Select:
+    """Sharing providers that are children not themselves in every ``member_of`` term:
+    in the unsuffixed group they pass through their root's aggregates, and then serve
+    their own tree only (Placement offers a sharing provider to other trees only when
+    it is itself in the requested aggregates).
+
+    ``SELECT rp.id FROM resource_providers rp WHERE rp.id IN (:sharing)
+    AND rp.parent_provider_id IS NOT NULL AND NOT (<own aggregates meet every term>)``
+    """
+    rp = resource_providers.alias("rp")
+    return sa.select(rp.c.id).where(
+        rp.c.id.in_(_ids(sharing_ids)),
+        rp.c.parent_provider_id.is_not(None),
+        sa.not_(clauses.in_every_aggregate_set(rp.c.id, member_of)),
+    )
+
+
+def sharing_stmt(names: Names, rc_ids: Sequence[int], *, any_class: bool = False) -> Select:
+    """(sharing provider, root of a tree it shares with, requested class it has) rows.
+
+    ``SELECT DISTINCT st.resource_provider_id, tp.root_provider_id, sinv.resource_class_id
+    FROM resource_provider_traits st
+    JOIN inventories sinv ON sinv.resource_provider_id = st.resource_provider_id
+    JOIN resource_provider_aggregates sagg ON sagg.resource_provider_id = st.resource_provider_id
+    JOIN resource_provider_aggregates tagg ON tagg.aggregate_id = sagg.aggregate_id
+    JOIN resource_providers tp ON tp.id = tagg.resource_provider_id
+    WHERE st.trait_id = :MISC_SHARES_VIA_AGGREGATE AND sinv.resource_class_id IN (:rcs)``
+
+    With ``any_class`` (a request with resourceless groups, which a sharing provider may
+    stand for whatever it holds) the inventory join is ``LEFT OUTER`` with the class
+    test in its ``ON``: every sharing provider comes back, the class ``NULL`` when it has
+    none of the requested ones.
+
+    Run first and unscoped: it touches only sharing providers (few in any cloud), and
+    tells :func:`could_serve` which classes trees need not hold themselves.
+    """
+    from rpquery.store.tables import resource_provider_aggregates as rpa_t
+
+    st = resource_provider_traits.alias("st")
+    sinv = inventories.alias("sinv")
+    sagg = rpa_t.alias("sagg")
+    tagg = rpa_t.alias("tagg")
+    tp = resource_providers.alias("tp")
+    has_class = sinv.c.resource_class_id.in_(_ids(rc_ids))
+    on_inv = sinv.c.resource_provider_id == st.c.resource_provider_id
+    with_inv = (
+        st.outerjoin(sinv, sa.and_(on_inv, has_class)) if any_class else st.join(sinv, on_inv)
+    )
+    return (
+        sa.select(
+            st.c.resource_provider_id.label("sharing_id"),
+            tp.c.root_provider_id,
+            sinv.c.resource_class_id,
+        )
+        .distinct()
+        .select_from(
+            with_inv.join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
+            .join(tagg, tagg.c.aggregate_id == sagg.c.aggregate_id)
+            .join(tp, tp.c.id == tagg.c.resource_provider_id)
+        )
+        .where(
+            st.c.trait_id == (names.sharing_trait if names.sharing_trait is not None else -1),
+            *(() if any_class else (has_class,)),
+        )
+    )
+
+
+def _per_row(clause: ColumnElement[bool]) -> ColumnElement[bool]:
+    """``(1 = 0 OR <clause>)``: the same truth value, but no planner turns a test under
+    an ``OR`` into a semi-join, so a root's *could serve* tests stay per-row filters run
+    in root-id order that stop at the ``LIMIT``. PostgreSQL otherwise misestimated four
+    such semi-joins as one row and joined all 1,700 trees of a physnet before sorting
+    (84 ms at 5,000 hosts); MariaDB materialised them for all roots (120 ms → 8 ms);
+    SQLite runs them per row anyway. The correlation is a ``BETWEEN`` so PostgreSQL
+    cannot fall back to a hashed subplan computed for every tree either.
+    """
+    return sa.or_(sa.literal_column("1") == sa.literal_column("0"), clause)
+
+
+def could_serve(
+    group: RequestGroup, rc: str, amount: int, names: Names, root_id: ColumnElement[int]
+) -> ColumnElement[bool]:
+    """Necessary test for ``roots_stmt``: a provider of the tree passes ``group``'s
+    filters and has room for ``amount`` of ``rc``. (Not used for classes a sharing
+    provider offers: those trees may rely on sharing.)
+
+    ``EXISTS (SELECT * FROM resource_providers np, inventories ni
+    WHERE np.root_provider_id = root.id AND np.id = ni.resource_provider_id
+    AND ni.resource_class_id = :rc AND <fits> AND <filters>)``
+    """
+    ni = inventories.alias("ni")
+    np_ = resource_providers.alias("np")
+    used = clauses.usage_subquery(ni.c.resource_provider_id, ni.c.resource_class_id)
+    return _per_row(
+        sa.exists().where(
+            # BETWEEN, not "=": same rows, same index range, but PostgreSQL cannot turn
+            # it into a hashed subplan over every tree (see _per_row).
+            np_.c.root_provider_id.between(root_id, root_id),
+            np_.c.id == ni.c.resource_provider_id,
+            ni.c.resource_class_id == names.rc_ids[rc],
+            clauses.capacity_fits(ni, amount, used),
+            *provider_filters(
+                group,
+                names,
+                np_,
+                with_required=group.is_granular,
+                root_covers=not group.is_granular,
+            ),
+        )
+    )
+
+
+def roots_stmt(
+    root_required: Sequence[int],
+    root_forbidden: Sequence[int],
+    policy_clauses: Sequence[ColumnElement[bool]] = (),
+    serve_clauses: Sequence[ColumnElement[bool]] = (),
+    *,
+    limit: int | None = None,
+    randomize: bool = False,
+    exclude: Ids = (),
+    root: FromClause | None = None,
+) -> Select:
+    """Anchor roots: ``SELECT root.id FROM resource_providers root
+    WHERE root.parent_provider_id IS NULL AND <root_required EXISTS / NOT EXISTS>
+    AND <policy clauses> AND <could_serve ...> ORDER BY root.id | random() LIMIT :n``"""
+    root = root if root is not None else resource_providers.alias("root")
+    stmt = sa.select(root.c.id).where(root.c.parent_provider_id.is_(None))
+    if root_required:
+        stmt = stmt.where(clauses.has_all_traits(root.c.id, root_required))
+    if root_forbidden:
+        stmt = stmt.where(clauses.lacks_any_trait(root.c.id, root_forbidden))
+    stmt = stmt.where(*policy_clauses, *serve_clauses)
+    if isinstance(exclude, BindParameter) or exclude:
+        stmt = stmt.where(root.c.id.not_in(_ids(exclude)))
+    if limit is not None:
+        order = dialects.random_order() if randomize else root.c.id
+        stmt = stmt.order_by(order).limit(limit)
+    return stmt
+
+
+def tree_shape_stmt(roots: RootScope = None) -> Select:
+    """``SELECT id, parent_provider_id FROM resource_providers WHERE root_provider_id IN
+    (:roots)`` — the parent links ``same_subtree`` needs."""
+    rp = resource_providers.alias("rp")
+    stmt = sa.select(rp.c.id, rp.c.parent_provider_id)
+    return stmt.where(*_scope(rp, roots, ()))
+
+
+def _in_trees(column: ColumnElement[Any], root_ids: Ids | str) -> ColumnElement[bool]:
+    """``column IN (trees)``: a name binds a list of any length (see
+    :class:`rpquery.store.dialects.in_id_list`); a sequence or parameter as usual."""
+    if isinstance(root_ids, str):
+        return dialects.in_id_list(column, root_ids)
+    return column.in_(_ids(root_ids))
+
+
+def summary_stmt(root_ids: Ids | str) -> Select:
+    """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
+    providers used by the returned candidates) with each inventory's capacity and usage.
+
+    ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id,
+    inv.resource_class_id, capacity, COALESCE(pu.used, 0) AS used
+    FROM resource_providers rp LEFT JOIN inventories inv ON ...
+    LEFT JOIN rpq_provider_usages pu ON ...
+    WHERE rp.root_provider_id IN (:roots)``
+
+    No ``ORDER BY``: rows are grouped per provider in Python (a sort cost SQLite a
+    temporary B-tree and MariaDB a filesort of 19k rows). Classes come back as ids
+    (their names are read once per request by :func:`names_stmt`): no join, no
+    repeated strings (~14 ms less on PostgreSQL for the 19k inventory rows of a
+    whole-cloud answer).
+
+    Usage is the stored row of each inventory (:func:`clauses.join_usage`), so the
+    cost follows the trees returned, never the cloud or its allocations. Parent and
+    root come back as ids (they are in the same trees, so the caller maps them to
+    uuids): no self-joins, fewer bytes per row. ``root_ids`` given as a name binds a
+    list of any length (:class:`rpquery.store.dialects.in_id_list`).
+    """
+    rp = resource_providers.alias("rp")
+    inv = inventories.alias("inv")
+    with_inventories = rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
+    joined, used = clauses.join_usage(with_inventories, inv)
+    return (
+        sa.select(
+            rp.c.id,
+            rp.c.uuid,
+            rp.c.name,
+            rp.c.parent_provider_id,
+            rp.c.root_provider_id,
+            inv.c.resource_class_id,
+            clauses.capacity(inv).label("capacity"),
+            used.label("used"),
+        )
+        .select_from(joined)
+        .where(_in_trees(rp.c.root_provider_id, root_ids))
+    )
+
+
+def summary_traits_stmt(root_ids: Ids | str) -> Select:
+    """``SELECT rpt.resource_provider_id, t.name FROM resource_provider_traits rpt
+    JOIN traits t ... JOIN resource_providers rp ... WHERE rp.root_provider_id IN (:roots)``"""
+    rp = resource_providers.alias("rp")
+    rpt = resource_provider_traits.alias("rpt")
+    t = traits.alias("t")
+    return (
+        sa.select(rpt.c.resource_provider_id, t.c.name)
+        .select_from(
+            rpt.join(t, t.c.id == rpt.c.trait_id).join(rp, rp.c.id == rpt.c.resource_provider_id)
+        )
+        .where(_in_trees(rp.c.root_provider_id, root_ids))
+    )

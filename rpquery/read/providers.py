@@ -1,0 +1,168 @@
+"""``GET /resource_providers``: providers matching name, uuid, tree, aggregate, trait and
+capacity filters, in one statement.
+
+Every filter applies to the provider itself: ``resources`` needs room on the provider
+(capacity, ``min_unit``/``max_unit``/``step_size``), ``required`` its own traits
+(forbidden ones as ``NOT EXISTS``), ``member_of`` and ``member_of=!`` its own
+aggregates (as Placement: a root's membership does not cover its tree here). No trait
+conflict check: a contradictory filter matches nothing.
+
+>>> from rpquery.db import Database
+>>> db = Database("sqlite://"); db.upgrade()
+>>> list_providers(db, "resources=VCPU:1&required=!HW_GPU_API_VULKAN")
+[]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable, Select
+
+from rpquery.db import Database, reading
+from rpquery.errors import InvalidRequest
+from rpquery.policies.base import HostPolicy
+from rpquery.read import _clauses as clauses
+from rpquery.read.candidates._sql import Names, names_stmt, provider_filters
+from rpquery.read.request import Params, ProvidersRequest, as_providers_request
+from rpquery.store import dialects
+from rpquery.store.tables import inventories, resource_providers
+
+
+@dataclass(frozen=True)
+class ResourceProvider:
+    """One provider as ``GET /resource_providers`` lists it."""
+
+    uuid: str
+    name: str | None
+    generation: int
+    root_uuid: str
+    parent_uuid: str | None
+
+    def to_placement(self) -> dict[str, Any]:
+        return {
+            "uuid": self.uuid,
+            "name": self.name,
+            "generation": self.generation,
+            "root_provider_uuid": self.root_uuid,
+            "parent_provider_uuid": self.parent_uuid,
+        }
+
+
+def to_placement(providers: Sequence[ResourceProvider]) -> dict[str, Any]:
+    """The body of ``GET /resource_providers``: ``{"resource_providers": [...]}``."""
+    return {"resource_providers": [p.to_placement() for p in providers]}
+
+
+def _names(conn: Connection, req: ProvidersRequest) -> Names:
+    """Ids of the request's classes and traits (one statement); unknown classes and
+    unknown traits (required or forbidden) raise ``InvalidRequest``."""
+    rcs, trs = set(req.filters.resources), req.trait_names()
+    rc_ids: dict[str, int] = {}
+    trait_ids: dict[str, int] = {}
+    for kind, name, ident in conn.execute(names_stmt(sorted(rcs), sorted(trs))):
+        (rc_ids if kind == "rc" else trait_ids)[name] = int(ident)
+    for wanted, found, code in (
+        (rcs, rc_ids, "rpquery.resource_class.not_found"),
+        (trs, trait_ids, "rpquery.trait.not_found"),
+    ):
+        missing = sorted(set(wanted) - found.keys())
+        if missing:
+            raise InvalidRequest(code, f"no such name: {', '.join(missing)}", token=missing[0])
+    return Names(rc_ids, trait_ids)
+
+
+def providers_stmt(
+    req: ProvidersRequest, names: Names, policies: Sequence[HostPolicy] = ()
+) -> Select:
+    """``SELECT rp.uuid, rp.name, rp.generation, root.uuid, parent.uuid, rp.root_provider_id
+    FROM resource_providers rp JOIN resource_providers root ... LEFT JOIN ... parent
+    WHERE [rp.uuid = :u] [AND rp.name = :n] AND EXISTS (<inventory with room>) ...
+    AND EXISTS (<required trait>) AND NOT EXISTS (<forbidden trait>) ... ORDER BY rp.id``
+    """
+    rp = resource_providers.alias("rp")
+    root = resource_providers.alias("root")
+    parent = resource_providers.alias("parent")
+    g = req.filters
+    where = provider_filters(g, names, rp, with_required=True, root_covers=False)
+    for rc, amount in sorted(g.resources.items()):
+        inv = inventories.alias(f"inv_{rc.lower()}")
+        used = clauses.usage_subquery(inv.c.resource_provider_id, inv.c.resource_class_id)
+        where.append(
+            sa.exists().where(
+                inv.c.resource_provider_id == rp.c.id,
+                inv.c.resource_class_id == names.rc_ids[rc],
+                clauses.capacity_fits(inv, amount, used),
+            )
+        )
+    if req.uuid is not None:
+        where.append(rp.c.uuid == req.uuid)
+    if req.name is not None:
+        where.append(dialects.exact_eq(rp.c.name, sa.literal(req.name, rp.c.name.type)))
+    where.extend(c for c in (p.where(rp.c.root_provider_id) for p in policies) if c is not None)
+    return (
+        sa.select(
+            rp.c.uuid,
+            rp.c.name,
+            rp.c.generation,
+            root.c.uuid.label("root_uuid"),
+            parent.c.uuid.label("parent_uuid"),
+            rp.c.root_provider_id,
+        )
+        .select_from(
+            rp.join(root, root.c.id == rp.c.root_provider_id).outerjoin(
+                parent, parent.c.id == rp.c.parent_provider_id
+            )
+        )
+        .where(*where)
+        .order_by(rp.c.id)
+    )
+
+
+def list_providers(
+    db: Database | Connection,
+    request: ProvidersRequest | Params,
+    *,
+    policies: Sequence[HostPolicy] = (),
+) -> list[ResourceProvider]:
+    """Providers matching ``request``; policies filter (``where``, ``keep``) and order
+    (``weigh``) by the provider's root."""
+    req = as_providers_request(request)
+    with reading(db) as conn:
+        return _run(conn, req, policies)
+
+
+def _run(
+    conn: Connection, req: ProvidersRequest, policies: Sequence[HostPolicy]
+) -> list[ResourceProvider]:
+    dialects.read_session_setup(conn)
+    rows = list(conn.execute(providers_stmt(req, _names(conn, req), policies)))
+    roots = sorted({int(r.root_provider_id) for r in rows})
+    for policy in policies:
+        kept = policy.keep(conn, roots)
+        if kept is not None:
+            roots = [r for r in roots if r in kept]
+    weights: dict[int, float] = {}
+    for policy in policies:
+        for r, w in (policy.weigh(conn, roots) or {}).items():
+            weights[r] = weights.get(r, 0.0) + w
+    keep = set(roots)
+    rows = [r for r in rows if int(r.root_provider_id) in keep]
+    rows.sort(key=lambda r: -weights.get(int(r.root_provider_id), 0.0))
+    return [
+        ResourceProvider(r.uuid, r.name, int(r.generation or 0), r.root_uuid, r.parent_uuid)
+        for r in rows
+    ]
+
+
+def provider_statements(
+    db_or_conn: Database | Connection, request: ProvidersRequest | Params
+) -> list[Executable]:
+    """The statement ``list_providers`` runs, for ``explain`` and benchmarks."""
+    req = as_providers_request(request)
+    with reading(db_or_conn) as conn:
+        return [providers_stmt(req, _names(conn, req))]

@@ -1,0 +1,1 @@
+"""Server groups: affinity rules, weighers, scheduling."""

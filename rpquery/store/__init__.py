@@ -1,0 +1,1 @@
+"""The store: every table, the dialect differences, migrations glue and the catalog."""

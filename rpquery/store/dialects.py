@@ -1,0 +1,647 @@
+"""Everything that differs between SQLite, PostgreSQL and MySQL/MariaDB, in one place.
+
+Builders use the portable constructs defined here (``random_order()``, ``least()``,
+``floor_int()``) and executors use the coercion and error-classification helpers;
+nothing else in rpquery checks ``dialect.name``.
+
+>>> from sqlalchemy.dialects import mysql, postgresql, sqlite
+>>> str(random_order().compile(dialect=mysql.dialect()))
+'rand()'
+>>> str(random_order().compile(dialect=postgresql.dialect()))
+'random()'
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, exc, func, select
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import ColumnElement
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.expression import FunctionElement
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import (
+    Boolean,
+    Float,
+    Integer,
+    NullType,
+    TypeDecorator,
+    TypeEngine,
+    Unicode,
+)
+
+# ---------------------------------------------------------------- SQL constructs
+
+
+class random_order(FunctionElement[float]):  # noqa: N801 - reads like a SQL function
+    """``ORDER BY`` key for random sampling: ``random()`` or MySQL's ``rand()``."""
+
+    inherit_cache = True
+    name = "random"
+
+
+@compiles(random_order)
+def _random_default(element: random_order, compiler: Any, **kw: Any) -> str:
+    return "random()"
+
+
+@compiles(random_order, "mysql")
+def _random_mysql(element: random_order, compiler: Any, **kw: Any) -> str:
+    return "rand()"
+
+
+class floor_int(FunctionElement[int]):  # noqa: N801
+    """``FLOOR(x)`` as an integer of a non-negative number: ``CAST(x AS INTEGER)`` on
+    SQLite (whose ``floor()`` is optional; its cast truncates), ``FLOOR(x)`` elsewhere
+    (where a cast rounds)."""
+
+    inherit_cache = True
+    type = Integer()
+    name = "floor"
+
+
+@compiles(floor_int)
+def _floor_default(element: floor_int, compiler: Any, **kw: Any) -> str:
+    return f"floor({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(floor_int, "sqlite")
+def _floor_sqlite(element: floor_int, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+
+
+def counts_in_sql(dialect_name: str) -> bool:
+    """Does grouping and window-counting a few thousand rows in SQL beat fetching them
+    (rejection reasons, :func:`rpquery.insight._why.counted_in_sql`)? On SQLite and PostgreSQL
+    yes (5,000 hosts: ~200 -> ~100 ms); MariaDB ran the windowed statement slower
+    than the per-host rows PyMySQL fetched (~300 vs ~500 ms, loaded machine)."""
+    return dialect_name != "mysql"
+
+
+class least(FunctionElement[int]):  # noqa: N801
+    """``LEAST(a, b, ...)``; SQLite spells it as multi-argument ``min()``."""
+
+    inherit_cache = True
+    type = Integer()
+    name = "least"
+
+
+@compiles(least)
+def _least_default(element: least, compiler: Any, **kw: Any) -> str:
+    return f"least({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(least, "sqlite")
+def _least_sqlite(element: least, compiler: Any, **kw: Any) -> str:
+    return f"min({compiler.process(element.clauses, **kw)})"
+
+
+def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows``, silently skipping any that collide with a unique key.
+
+    ``INSERT ... ON CONFLICT DO NOTHING`` on SQLite and PostgreSQL,
+    ``INSERT IGNORE`` on MySQL/MariaDB.
+    """
+    if not rows:
+        return
+    name = conn.dialect.name
+    if name == "postgresql":
+        conn.execute(pg_dialect.insert(table).on_conflict_do_nothing(), rows)
+    elif name == "sqlite":
+        conn.execute(sqlite_dialect.insert(table).on_conflict_do_nothing(), rows)
+    elif name in ("mysql", "mariadb"):
+        conn.execute(mysql_dialect.insert(table).prefix_with("IGNORE"), rows)
+    else:  # pragma: no cover - only the three supported backends
+        raise NotImplementedError(name)
+
+
+def insert_ignore_explicit_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """:func:`insert_ignore` for rows that carry their own primary key, zero included.
+
+    MySQL treats an explicit ``0`` in an AUTO_INCREMENT column as "generate one"
+    unless ``NO_AUTO_VALUE_ON_ZERO`` is in the session's ``sql_mode``; standard
+    resource class ``VCPU`` has id 0.
+    """
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        insert_ignore(conn, table, rows)
+        return
+    mode = conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+    conn.exec_driver_sql(
+        "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"
+    )
+    try:
+        insert_ignore(conn, table, rows)
+    finally:
+        conn.exec_driver_sql("SET SESSION sql_mode = %s", (mode,))
+
+
+class ExactText(TypeDecorator[str]):
+    """Unicode text compared byte for byte on every backend.
+
+    PostgreSQL and SQLite compare strings exactly already. MySQL/MariaDB's default
+    collations fold case and ignore trailing spaces, so ``Web``, ``web`` and ``web ``
+    would collide in a unique key; there the column gets a binary NO PAD collation,
+    whose name differs: ``utf8mb4_nopad_bin`` on MariaDB, ``utf8mb4_0900_bin`` on
+    MySQL 8 (``dialect.is_mariadb`` tells them apart once connected).
+
+    >>> from sqlalchemy.dialects import mysql
+    >>> maria = mysql.dialect(); maria.is_mariadb = True
+    >>> ExactText(60).compile(dialect=maria)
+    'VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin'
+    >>> ExactText(60).compile(dialect=mysql.dialect())
+    'VARCHAR(60) CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin'
+    """
+
+    impl = Unicode
+    cache_ok = True
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+    def load_dialect_impl(self, dialect: Any) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
+            return dialect.type_descriptor(
+                mysql_dialect.VARCHAR(self.length, charset="utf8mb4", collation=collation)
+            )
+        return dialect.type_descriptor(Unicode(self.length))
+
+
+class exact_eq(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
+    """``column = value`` compared byte for byte on every backend (owner ids, provider
+    names: columns whose definitions are Placement's).
+
+    PostgreSQL and SQLite compare strings exactly already. On MySQL/MariaDB the
+    column's collation (``utf8mb4_general_ci`` by default) folds case and accents and
+    ignores trailing spaces, so ``PROJ``, ``Proj``, ``proj `` and ``prój`` would all
+    find ``proj``. There the comparison becomes ``column = value AND CAST(column AS
+    BINARY) = CAST(value AS BINARY)``: the first term still uses the column's index,
+    the second drops the rows the collation matched but the bytes do not.
+
+    >>> from sqlalchemy import column, literal
+    >>> from sqlalchemy.dialects import mysql
+    >>> print(exact_eq(column("name"), literal("x")).compile(dialect=mysql.dialect()))
+    (name = %s AND CAST(name AS BINARY) = CAST(%s AS BINARY))
+    """
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True  # a comparison: no "= 1" where booleans are ints
+
+    def __init__(self, column: ColumnElement[Any], value: ColumnElement[Any]) -> None:
+        self.column = column
+        self.value = value
+
+    @property
+    def _from_objects(self) -> list[Any]:
+        return self.column._from_objects
+
+    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
+        return (self.column, self.value)
+
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("value", InternalTraversal.dp_clauseelement),
+    ]
+
+
+@compiles(exact_eq)
+def _exact_eq_default(element: exact_eq, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column == element.value, **kw))
+
+
+@compiles(exact_eq, "mysql")
+def _exact_eq_mysql(element: exact_eq, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    value = compiler.process(element.value, **kw)
+    return f"({column} = {value} AND CAST({column} AS BINARY) = CAST({value} AS BINARY))"
+
+
+def column_collation(conn: Connection, table: str, column: str) -> str | None:
+    """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
+    comparisons are exact)."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return None
+    return conn.exec_driver_sql(
+        "SELECT collation_name FROM information_schema.columns WHERE table_schema = "
+        "DATABASE() AND table_name = %s AND column_name = %s",
+        (table, column),
+    ).scalar()
+
+
+def charset_problems(conn: Connection) -> list[tuple[str, str]]:
+    """Where a MySQL/MariaDB database cannot hold every character rpquery may be given
+    (a 4-byte one such as an emoji in a project id or provider name), as ``(problem,
+    fix)`` pairs: the connection's character set, the database's default (new tables
+    inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``, ``latin1``,
+    ...: common in older Placement deployments). Empty elsewhere: PostgreSQL and
+    SQLite store any text."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return []
+    found: list[tuple[str, str]] = []
+    connection_cs = conn.exec_driver_sql("SELECT @@character_set_connection").scalar()
+    if connection_cs != "utf8mb4":
+        found.append(
+            (
+                f"the connection's character set is {connection_cs}",
+                "remove charset= from the database URL (rpquery then asks for utf8mb4) or "
+                "set charset=utf8mb4",
+            )
+        )
+    name, default_cs = conn.exec_driver_sql(
+        "SELECT schema_name, default_character_set_name FROM information_schema.schemata "
+        "WHERE schema_name = DATABASE()"
+    ).one()
+    quote = conn.dialect.identifier_preparer.quote
+    if default_cs != "utf8mb4":
+        found.append(
+            (
+                f"database {name} has default character set {default_cs}",
+                f"ALTER DATABASE {quote(name)} CHARACTER SET utf8mb4 "
+                "COLLATE utf8mb4_general_ci;",
+            )
+        )
+    columns = conn.exec_driver_sql(
+        "SELECT table_name, column_name, column_type, character_set_name, collation_name, "
+        "is_nullable, column_default FROM information_schema.columns "
+        "WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL "
+        "AND character_set_name <> 'utf8mb4' ORDER BY table_name, ordinal_position"
+    ).all()
+    for table, column, type_, charset, collation, nullable, default in columns:
+        suffix = collation.split("_", 1)[1] if "_" in collation else "general_ci"
+        target = f"utf8mb4_{suffix}" if charset.startswith("utf8") else "utf8mb4_general_ci"
+        fix = (
+            f"ALTER TABLE {quote(table)} MODIFY {quote(column)} {type_} CHARACTER SET "
+            f"utf8mb4 COLLATE {target}{'' if nullable == 'YES' else ' NOT NULL'}"
+        )
+        if default is not None and default != "NULL":
+            fix += f" DEFAULT {default}"
+        found.append((f"column {table}.{column} has character set {charset}", fix + ";"))
+    return found
+
+
+# ---------------------------------------------------------------- result coercion
+
+
+def to_int(value: Any) -> int:
+    """Coerce an aggregate result to ``int``: MySQL returns ``SUM`` as ``Decimal``,
+    every backend returns ``NULL`` for an empty sum."""
+    if value is None:
+        return 0
+    if isinstance(value, Decimal):
+        return int(value)
+    return int(value)
+
+
+# ---------------------------------------------------------------- allocation ratio
+#
+# Placement's ``allocation_ratio`` column is a SQLAlchemy ``Float``: double precision on
+# PostgreSQL and SQLite, but a 32-bit ``FLOAT`` on MySQL/MariaDB, where 0.7 is stored as
+# 0.699999988. Capacity computed in SQL from the stored value is then 10 x 0.699999988
+# = 6.99999988 (6 units, not 7), while the driver reads the column back as text, "0.7".
+# rpquery computes capacity from the ratio as written on every backend, in SQL
+# (:class:`ratio_as_written_expr`) and in Python (:func:`ratio_as_written`) alike.
+# "As written" is the shortest decimal that round-trips the stored 32-bit value, exact
+# for any ratio of up to 6 significant digits (0.7, 1.5, 16.0, 0.333333). With more
+# digits the 32-bit column has already lost the written value; MariaDB's text form of a
+# FLOAT then has 6 significant digits (MySQL 8's the shortest round-trip), and SQL and
+# Python still agree because both read that same text.
+
+
+class ratio_as_written_expr(FunctionElement[float]):  # noqa: N801 - reads like SQL
+    """An ``allocation_ratio`` column as it was written: the column itself where it is
+    a double, ``CAST(CAST(col AS CHAR) AS DOUBLE)`` on MySQL/MariaDB, whose text form
+    of a 32-bit ``FLOAT`` is the short decimal a client reads (``0.7``, not
+    ``0.699999988``).
+
+    >>> from sqlalchemy import column
+    >>> from sqlalchemy.dialects import mysql, postgresql
+    >>> str(ratio_as_written_expr(column("r")).compile(dialect=mysql.dialect()))
+    'CAST(CAST(r AS CHAR) AS DOUBLE)'
+    >>> str(ratio_as_written_expr(column("r")).compile(dialect=postgresql.dialect()))
+    'r'
+    """
+
+    inherit_cache = True
+    type = Float()
+    name = "ratio_as_written"
+
+
+@compiles(ratio_as_written_expr)
+def _ratio_default(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(ratio_as_written_expr, "mysql")
+def _ratio_mysql(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
+    return f"CAST(CAST({compiler.process(element.clauses, **kw)} AS CHAR) AS DOUBLE)"
+
+
+def _float32(value: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def ratio_as_written(value: Any, dialect_name: str) -> float:
+    """An ``allocation_ratio`` read from the database, as it was written: on
+    MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
+    value itself elsewhere. Equal to :class:`ratio_as_written_expr` in SQL: PyMySQL
+    reads the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it
+    is, and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
+
+    >>> ratio_as_written(0.699999988079071, "mysql"), ratio_as_written(0.7, "mysql")
+    (0.7, 0.7)
+    >>> ratio_as_written(0.699999988079071, "postgresql")
+    0.699999988079071
+    """
+    ratio = float(value)
+    if dialect_name not in ("mysql", "mariadb"):
+        return ratio
+    try:
+        stored = _float32(ratio)
+    except OverflowError:  # beyond a 32-bit float: cannot have come from one
+        return ratio
+    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+        text = f"{stored:.{digits}g}"
+        if _float32(float(text)) == stored:
+            return float(text)
+    return stored  # pragma: no cover - the loop always returns
+
+
+def capacity_expr(
+    total: ColumnElement[int], reserved: ColumnElement[int], ratio: ColumnElement[float]
+) -> ColumnElement[float]:
+    """``(total - reserved) * allocation_ratio``, the ratio as written
+    (:class:`ratio_as_written_expr`): the same capacity on every backend, equal to
+    :func:`ratio_as_written` in Python."""
+    return cast(ColumnElement[float], (total - reserved) * ratio_as_written_expr(ratio))
+
+
+# ---------------------------------------------------------------- error classification
+
+#: Server error codes that mean "someone else got there first: retry".
+_MYSQL_RETRYABLE = {1213, 1205, 1180}  # deadlock (Galera: certification), lock wait, COMMIT
+_PG_RETRYABLE = {"40001", "40P01", "55P03"}  # serialization, deadlock, lock not available
+
+
+def is_retryable(error: exc.DBAPIError) -> bool:
+    """True when the driver error is a deadlock, serialization failure or lock timeout."""
+    orig = getattr(error, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate in _PG_RETRYABLE:
+        return True
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE:
+        return True
+    return "database is locked" in str(orig)
+
+
+#: MySQL/MariaDB: "Incorrect string value" (1366), "Illegal mix of collations" (1267,
+#: 1270, 1271): text a column's character set cannot hold or compare (utf8mb3, latin1).
+_MYSQL_CHARSET_ERRORS = frozenset({1366, 1267, 1270, 1271})
+
+
+def is_charset_error(error: exc.DBAPIError) -> bool:
+    """True when the server refused text its column's character set cannot hold."""
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", None), "args", ()))
+    return bool(args) and args[0] in _MYSQL_CHARSET_ERRORS
+
+
+_MISSING_TABLE = re.compile(
+    r"no such table: (?P<a>[\w.]+)"  # SQLite
+    r"|relation \"(?P<b>[^\"]+)\" does not exist"  # PostgreSQL 42P01
+    r"|Table '(?P<c>[^']+)' doesn't exist"  # MySQL/MariaDB 1146
+)
+
+
+def missing_table(error: exc.DBAPIError) -> str | None:
+    """The table a statement failed on because it does not exist (the schema was never
+    created, or only partly), else ``None``."""
+    orig = getattr(error, "orig", None)
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
+    known = (
+        getattr(orig, "sqlstate", None) == "42P01"
+        or (bool(args) and args[0] == 1146)
+        or isinstance(error, exc.OperationalError)
+    )
+    match = _MISSING_TABLE.search(str(orig)) if known else None
+    if match is None:
+        return None
+    name = next(v for v in match.groupdict().values() if v)
+    return name.rsplit(".", 1)[-1]
+
+
+# ---------------------------------------------------------------- EXPLAIN
+
+
+def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
+    """The statement prefix that asks each backend for its plan."""
+    if dialect_name == "postgresql":
+        return "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
+    if dialect_name in ("mysql", "mariadb"):
+        return "ANALYZE FORMAT=JSON " if analyze else "EXPLAIN "
+    return "EXPLAIN QUERY PLAN "
+
+
+# ---------------------------------------------------------------- bulk loading
+
+
+def bulk_insert(
+    conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Write ``rows`` (tuples in ``columns`` order) in as few round trips as the driver
+    allows: ``COPY ... FROM STDIN`` on PostgreSQL, executemany of one Core insert
+    elsewhere (PyMySQL and sqlite3 batch it themselves). Used by the data generator."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        import psycopg
+        from psycopg import sql
+
+        copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table.name), sql.SQL(", ").join(map(sql.Identifier, columns))
+        )
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        try:
+            with driver.cursor() as cur, cur.copy(copy) as out:
+                for row in rows:
+                    out.write_row(row)
+        except psycopg.Error as error:  # same wrapping as a statement sent by SQLAlchemy
+            raise exc.DBAPIError.instance(
+                copy.as_string(driver), None, error, psycopg.Error
+            ) from error
+        return
+    conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+
+
+def sync_id_sequence(conn: Connection, table: Table) -> None:
+    """After rows were written with explicit ids, move PostgreSQL's ``id`` sequence past
+    them so later inserts without an id do not collide. MySQL/MariaDB and SQLite follow
+    explicit ids by themselves."""
+    if conn.dialect.name != "postgresql":
+        return
+    seq = func.pg_get_serial_sequence(table.name, "id")
+    top = select(func.max(table.c.id)).scalar_subquery()
+    conn.execute(select(func.setval(seq, func.coalesce(top, 1), top.is_not(None))))
+
+
+def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
+    """Refresh the planner's statistics after a bulk load, as an operator would:
+    ``ANALYZE t`` on PostgreSQL, ``ANALYZE TABLE t, ...`` on MySQL/MariaDB, ``ANALYZE``
+    on SQLite. Without it PostgreSQL plans a freshly loaded table as if it were tiny."""
+    quote = conn.dialect.identifier_preparer.quote
+    names = [quote(t.name) for t in tables]
+    if conn.dialect.name == "postgresql":
+        for name in names:
+            conn.exec_driver_sql(f"ANALYZE {name}")
+    elif conn.dialect.name in ("mysql", "mariadb"):
+        conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(names)}").all()
+    else:
+        conn.exec_driver_sql("ANALYZE")
+
+
+def refresh_after_bulk_load(engine: Engine, tables: Sequence[Table]) -> None:
+    """:func:`refresh_statistics`, plus ``VACUUM`` on PostgreSQL.
+
+    PostgreSQL's index-only scans (the read path's usage sums, the usages query) only
+    skip the table once the visibility map is set, which takes a ``VACUUM``; until
+    autovacuum gets there, a freshly bulk-loaded table is read row by row. ``VACUUM``
+    cannot run inside a transaction, so it gets an autocommit connection.
+    """
+    if engine.dialect.name == "postgresql":
+        quote = engine.dialect.identifier_preparer.quote
+        with engine.connect() as conn:
+            auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+            for table in tables:
+                auto.exec_driver_sql(f"VACUUM (ANALYZE) {quote(table.name)}")
+        return
+    with engine.begin() as conn:
+        refresh_statistics(conn, tables)
+
+
+def read_session_setup(conn: Connection) -> None:
+    """Per-transaction settings for the read path's short, many-subplan queries.
+
+    PostgreSQL, for this transaction, in one round trip:
+
+    - ``jit = off``: the JIT triggers on these queries' (over-)estimated cost and then
+      spends a second or more compiling a query that runs in milliseconds;
+    - ``plan_cache_mode = force_custom_plan``: psycopg prepares a statement sent five
+      times, and PostgreSQL may then switch to a generic plan, planned without the
+      parameters' values. For ``= ANY(:ids)`` (:class:`in_id_list`) a generic plan
+      guesses ten ids; reused for a whole-cloud answer's 5,000 trees it runs seconds
+      instead of milliseconds. Custom plans cost a millisecond of planning.
+
+    Nothing to do elsewhere.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+
+
+def locks_rows(dialect_name: str) -> bool:
+    """Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``) and
+    leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
+    transaction locks the whole database, so a long read inside one stalls every
+    writer (past its 30 s busy timeout, under a scheduler's picks)."""
+    return dialect_name != "sqlite"
+
+
+def one_snapshot(conn: Connection) -> None:
+    """Make this read transaction see one snapshot for all its statements (checks that
+    compare two tables). PostgreSQL: ``REPEATABLE READ`` (it must be the transaction's
+    first statement); MariaDB's default already is; SQLite reads see one snapshot."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def block_writers(conn: Connection, tables: Sequence[str]) -> None:
+    """Hold off writers of ``tables`` until this transaction ends, readers not
+    (rebuilding a summary of them). PostgreSQL: ``LOCK TABLE ... IN SHARE MODE``;
+    MariaDB's ``INSERT ... SELECT`` share-locks the rows it reads; SQLite writers queue
+    behind this write transaction anyway."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
+
+
+class _IntListText(TypeDecorator[Any]):
+    """A list of ints sent as one text parameter: ``{1,2}`` (a PostgreSQL array
+    literal) or ``[1,2]`` (JSON, for SQLite's ``json_each``). One string is much
+    cheaper for the driver than a list adapted element by element."""
+
+    impl = NullType  # no bind cast: PostgreSQL must see an untyped literal
+    cache_ok = True
+
+    def __init__(self, brackets: str = "[]") -> None:
+        super().__init__()
+        self.brackets = brackets
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str:
+        return self.brackets[0] + ",".join(map(str, map(int, value))) + self.brackets[1]
+
+
+class in_id_list(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
+    """``column IN <the ints bound to name>``, for id lists of any length (thousands of
+    trees in a whole-cloud answer), sent the cheapest way each backend has:
+
+    - PostgreSQL: ``column = ANY(CAST(%(name)s AS INTEGER[]))``, one array literal (one
+      small statement text, one plan, whatever the list's length);
+    - SQLite: ``column IN (SELECT value FROM json_each(?))``, one text parameter;
+    - MySQL/MariaDB: ``column IN (1, 2, ...)`` rendered inline at execution (no array
+      type; thousands of driver placeholders would cost more).
+
+    Execute with ``{name: [ids...]}``. Rendering 5,000 ids inline cost ~8 ms of Python
+    per statement on PostgreSQL, plus ~5 ms of parsing and planning on the server.
+    """
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True  # a comparison: no "= 1" where booleans are ints
+
+    def __init__(self, column: ColumnElement[Any], name: str) -> None:
+        self.column = column
+        self.name = name
+
+    @property
+    def _from_objects(self) -> list[Any]:
+        return self.column._from_objects
+
+    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
+        return (self.column,)
+
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("name", InternalTraversal.dp_string),
+    ]
+
+
+@compiles(in_id_list)
+def _in_id_list_default(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    param: BindParameter[Any] = bindparam(element.name, expanding=True, literal_execute=True)
+    return str(compiler.process(element.column.in_(param), **kw))
+
+
+@compiles(in_id_list, "postgresql")
+def _in_id_list_postgresql(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    # The text is sent untyped and cast by the server while planning, so the planner
+    # sees the array's values (a CAST of a typed VARCHAR parameter would hide them
+    # and the plan would guess ten elements: seconds instead of milliseconds).
+    column = compiler.process(element.column, **kw)
+    param = compiler.process(bindparam(element.name, type_=_IntListText("{}")), **kw)
+    return f"{column} = ANY ({param}::INTEGER[])"
+
+
+@compiles(in_id_list, "sqlite")
+def _in_id_list_sqlite(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    param = compiler.process(bindparam(element.name, type_=_IntListText("[]")), **kw)
+    return f"{column} IN (SELECT value FROM json_each({param}))"

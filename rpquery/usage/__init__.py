@@ -1,0 +1,1 @@
+"""Usage reads and the trigger-kept usage tables (verify and rebuild)."""

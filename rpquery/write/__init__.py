@@ -1,0 +1,1 @@
+"""The write path: providers, inventories, associations, consumers, allocations, reshapes."""
