@@ -17,9 +17,11 @@ IN (__[POSTCOMPILE_trait_id_1])))
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, FromClause, Select
+from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.store import dialects
 from rpquery.store.tables import (
@@ -31,6 +33,20 @@ from rpquery.store.tables import (
 )
 
 Col = ColumnElement[int]
+#: Ids given as a list or as an expanding bind parameter (so a statement can be reused).
+Ids = Sequence[int] | BindParameter[Any]
+
+
+def ids_param(name: str, *, literal: bool = False) -> BindParameter[Any]:
+    """An expanding ``IN`` parameter: ``x IN (__[POSTCOMPILE_name])``; ``literal``
+    renders the values inline at execution (cheaper for thousands of ints than as
+    many driver placeholders)."""
+    return sa.bindparam(name, expanding=True, literal_execute=literal)
+
+
+def id_list(values: Ids | Sequence[str]) -> Any:
+    """The values of an ``IN``: an expanding parameter as is, a list sorted (stable SQL)."""
+    return values if isinstance(values, BindParameter) else sorted(values)
 
 
 def _exists(own: Sequence[FromClause], *where: ColumnElement[bool]) -> ColumnElement[bool]:

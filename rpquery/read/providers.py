@@ -27,7 +27,8 @@ from rpquery.db import Database, reading
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read import _clauses as clauses
-from rpquery.read.candidates._sql import Names, names_stmt, provider_filters
+from rpquery.read._filters import provider_filters
+from rpquery.read._names import Names, names_stmt
 from rpquery.read.request import Params, ProvidersRequest, as_providers_request
 from rpquery.store import dialects
 from rpquery.store.tables import inventories, resource_providers

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Select
 
+from rpquery.read._names import SHARING_TRAIT as SHARING_TRAIT  # re-exported
 from rpquery.store.tables import (
     allocations,
     resource_provider_traits,
@@ -34,8 +35,6 @@ from rpquery.store.tables import (
     server_group_members,
     traits,
 )
-
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 
 def not_sharing(rp_id: ColumnElement[int]) -> ColumnElement[bool]:

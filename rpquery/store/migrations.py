@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from alembic import command
@@ -25,10 +25,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from rpquery.db import Database
 from rpquery.errors import SchemaError
 from rpquery.store import catalog, dialects
 from rpquery.store.tables import PLACEMENT_HEAD, PLACEMENT_TABLES
+
+if TYPE_CHECKING:  # Database.upgrade imports this module: no import back at run time
+    from rpquery.db import Database
 
 VERSION_TABLE = "rpquery_alembic_version"
 PLACEMENT_VERSION_TABLE = "alembic_version"

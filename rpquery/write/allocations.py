@@ -76,7 +76,7 @@ __all__ = [
     "replace_many",
     "run_with_retry",
     "state_select",
-    "usage_subquery",
+    "usage_split_subquery",
     "validate_requests",
     "write_consumer_allocations",
 ]
@@ -185,7 +185,7 @@ def validate_requests(requests: Iterable[ConsumerAllocations]) -> list[ConsumerA
 # ---------------------------------------------------------------- reading state
 
 
-def usage_subquery(in_play: sa.Subquery, writers: list[str]) -> sa.Subquery:
+def usage_split_subquery(in_play: sa.Subquery, writers: list[str]) -> sa.Subquery:
     """Usage per (provider, class) of the providers in play, split into the part held by
     ``writers`` (the consumers being rewritten) and the part held by everyone else."""
     alloc = allocations
@@ -215,7 +215,7 @@ def state_select(provider_uuids: Iterable[str], consumer_uuids: Iterable[str]) -
              AS in_play
         JOIN resource_providers rp ON rp.id = in_play.id
         LEFT JOIN inventories inv ON inv.resource_provider_id = rp.id
-        LEFT JOIN <usage_subquery: allocations JOIN in_play ...> u
+        LEFT JOIN <usage_split_subquery: allocations JOIN in_play ...> u
              ON (u.rp, u.rc) = (inv.rp, inv.rc)
 
     The providers in play are a ``UNION`` of two index lookups, not an ``OR``: with
@@ -237,7 +237,7 @@ def state_select(provider_uuids: Iterable[str], consumer_uuids: Iterable[str]) -
         ).subquery("in_play")
 
     providers = in_play()
-    usage = usage_subquery(in_play(), writers)
+    usage = usage_split_subquery(in_play(), writers)
     inventory_cols = [inv.c[name] for name in INVENTORY_FIELDS]
     return (
         sa.select(

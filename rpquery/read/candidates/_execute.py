@@ -20,16 +20,18 @@ from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
+from rpquery.read._clauses import ids_param
+from rpquery.read._names import SHARING_TRAIT, names_stmt
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, Slot
 from rpquery.read.request import CandidatesRequest, RequestGroup
 from rpquery.store.tables import resource_providers
 
-NAMES = q.names_stmt(None, q.ids_param("trait_names"))
-ROOT_IDS = q.ids_param("root_ids")
-SHARING_IDS = q.ids_param("sharing_ids")
-EXCLUDE_IDS = q.ids_param("exclude_ids")
+NAMES = names_stmt(None, ids_param("trait_names"))
+ROOT_IDS = ids_param("root_ids")
+SHARING_IDS = ids_param("sharing_ids")
+EXCLUDE_IDS = ids_param("exclude_ids")
 SUMMARY = q.summary_stmt("tree_ids")
 SUMMARY_TRAITS = q.summary_traits_stmt("tree_ids")
 
@@ -63,7 +65,7 @@ def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
     must_exist = trs
     every_rc: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
-    params = {"trait_names": sorted({*trs, q.SHARING_TRAIT})}
+    params = {"trait_names": sorted({*trs, SHARING_TRAIT})}
     for kind, name, ident in conn.execute(NAMES, params):
         (every_rc if kind == "rc" else trait_ids)[name] = int(ident)
     rc_ids = {name: every_rc[name] for name in rcs if name in every_rc}
@@ -344,7 +346,7 @@ def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
 
 @functools.lru_cache(maxsize=64)
 def _local_sharing_stmt(member_of: tuple[frozenset[str], ...]) -> sa.Select:
-    return q.local_sharing_stmt(member_of, q.ids_param("local_ids"))
+    return q.local_sharing_stmt(member_of, ids_param("local_ids"))
 
 
 def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:

@@ -5,7 +5,8 @@ Every function returns a Core ``Select`` and takes no connection, so
 :mod:`rpquery.read.candidates` runs them in this order (a fixed number of round trips,
 whatever the size of the cloud):
 
-1. :func:`names_stmt` — resource class and trait ids of the request (one ``UNION ALL``);
+1. :func:`~rpquery.read._names.names_stmt` — resource class and trait ids of the request
+   (one ``UNION ALL``);
 2. :func:`roots_stmt` — anchor roots: ``root_required``, policies' ``where``, and (when
    ``limit`` can be pushed down) a cheap per-class "could this tree serve it" test,
    ordered and limited;
@@ -18,8 +19,7 @@ whatever the size of the cloud):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,108 +27,25 @@ from sqlalchemy.sql import ColumnElement, FromClause, Select
 from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.read import _clauses as clauses
+from rpquery.read._clauses import Ids
+from rpquery.read._clauses import id_list as _ids
+from rpquery.read._filters import provider_filters
+from rpquery.read._names import SHARING_TRAIT as SHARING_TRAIT  # re-exported
+from rpquery.read._names import Names
 from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
 from rpquery.store.tables import (
     inventories,
-    resource_classes,
     resource_provider_traits,
     resource_providers,
     traits,
 )
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
-
 #: Roots given as ids, an expanding bind parameter or a subquery (``None``: every root).
 RootScope = Sequence[int] | BindParameter[Any] | Select | None
-#: Ids given as a list or as an expanding bind parameter (so a statement can be reused).
-Ids = Sequence[int] | BindParameter[Any]
-
-
-def ids_param(name: str, *, literal: bool = False) -> BindParameter[Any]:
-    """An expanding ``IN`` parameter: ``x IN (__[POSTCOMPILE_name])``; ``literal``
-    renders the values inline at execution (cheaper for thousands of ints than as
-    many driver placeholders)."""
-    return sa.bindparam(name, expanding=True, literal_execute=literal)
-
-
-def _ids(values: Ids | Sequence[str]) -> Any:
-    return values if isinstance(values, BindParameter) else sorted(values)
-
-
-@dataclass(frozen=True)
-class Names:
-    """Name → id maps for the request (filled by :func:`names_stmt`)."""
-
-    rc_ids: Mapping[str, int] = field(default_factory=dict)
-    trait_ids: Mapping[str, int] = field(default_factory=dict)
-    #: id → name of every resource class (summaries list every inventory's class)
-    rc_names: Mapping[int, str] = field(default_factory=dict)
-
-    @property
-    def sharing_trait(self) -> int | None:
-        return self.trait_ids.get(SHARING_TRAIT)
-
-    def traits(self, names: frozenset[str]) -> list[int]:
-        """Ids of the known names among ``names`` (unknown forbidden traits drop out)."""
-        return sorted(self.trait_ids[n] for n in names if n in self.trait_ids)
-
-
-def names_stmt(
-    rc_names: Sequence[str] | BindParameter[Any] | None,
-    trait_names: Sequence[str] | BindParameter[Any],
-) -> Select:
-    """``SELECT 'rc', name, id FROM resource_classes [WHERE name IN (...)]
-    UNION ALL SELECT 't', name, id FROM traits WHERE name IN (...)``; ``rc_names``
-    ``None`` reads every class (a few dozen rows: the candidate path needs all their
-    names for the summaries, which list every inventory)."""
-    rcs = sa.select(sa.literal("rc").label("kind"), resource_classes.c.name, resource_classes.c.id)
-    if rc_names is not None:
-        rcs = rcs.where(resource_classes.c.name.in_(_ids(rc_names)))
-    trs = sa.select(sa.literal("t").label("kind"), traits.c.name, traits.c.id)
-    trs = trs.where(traits.c.name.in_(_ids(trait_names)))
-    return sa.union_all(rcs, trs)  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------ per-provider filters
-
-
-def provider_filters(
-    group: RequestGroup,
-    names: Names,
-    rp: FromClause,
-    *,
-    with_required: bool,
-    root_covers: bool | None = None,
-) -> list[ColumnElement[bool]]:
-    """Clauses every provider used by ``group`` must pass (``rp`` is a provider alias).
-
-    Forbidden traits and aggregates are ``NOT EXISTS``. Required traits are per
-    provider only for granular groups and provider lists (``with_required``); the
-    unsuffixed group checks them collectively. Aggregates as Placement applies them
-    (docs/design.md#trees-sharing-and-aggregates): with ``root_covers`` (the unsuffixed
-    group of allocation candidates) a provider passes ``member_of`` if it or its root is
-    in every term (the terms are not split between the two) and a forbidden aggregate of
-    its root excludes it too; without (suffixed groups, provider lists) only the
-    provider's own aggregates count.
-    ``None``: as allocation candidates do, ``root_covers`` for the unsuffixed group only.
-    """
-    out: list[ColumnElement[bool]] = []
-    forbidden = names.traits(group.forbidden)
-    if forbidden:
-        out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
-    if with_required:
-        out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
-    if root_covers is None:
-        root_covers = not group.is_granular
-    root = rp.c.root_provider_id if root_covers else None
-    if group.member_of:
-        out.append(clauses.in_every_aggregate_set(rp.c.id, group.member_of, root))
-    if group.forbidden_aggs:
-        out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, root))
-    if group.in_tree is not None:
-        out.append(clauses.in_tree(rp.c.root_provider_id, group.in_tree))
-    return out
 
 
 def group_filters(group: RequestGroup, names: Names, rp: FromClause) -> list[ColumnElement[bool]]:
@@ -428,7 +345,7 @@ def summary_stmt(root_ids: Ids | str) -> Select:
 
     No ``ORDER BY``: rows are grouped per provider in Python (a sort cost SQLite a
     temporary B-tree and MariaDB a filesort of 19k rows). Classes come back as ids
-    (their names are read once per request by :func:`names_stmt`): no join, no
+    (their names are read once per request by :func:`~rpquery.read._names.names_stmt`): no join, no
     repeated strings (~14 ms less on PostgreSQL for the 19k inventory rows of a
     whole-cloud answer).
 
