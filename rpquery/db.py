@@ -35,6 +35,20 @@ from rpquery.errors import (
 )
 from rpquery.store import dialects
 
+__all__ = [
+    "DEFAULT_URL",
+    "MYSQL_SQL_MODE",
+    "REPLICA_URLS_ENV",
+    "SCHEMA_MISSING",
+    "SUPPORTED_BACKENDS",
+    "Database",
+    "StatementCounter",
+    "Tracer",
+    "normalize_url",
+    "reading",
+    "split_urls",
+]
+
 T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///rpquery.db"

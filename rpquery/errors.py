@@ -19,6 +19,23 @@ Driver errors never escape: :mod:`rpquery.db` wraps them in :class:`DatabaseErro
 
 from __future__ import annotations
 
+__all__ = [
+    "DETAIL_SHOWN",
+    "TOKEN_SHOWN",
+    "CapacityExceeded",
+    "ConcurrentUpdate",
+    "Conflict",
+    "DatabaseError",
+    "InUse",
+    "InvalidRequest",
+    "NotFound",
+    "RpqueryError",
+    "SchemaError",
+    "TooComplex",
+    "readable_detail",
+    "shorten",
+]
+
 #: Characters of an offending token a message shows before cutting it.
 TOKEN_SHOWN = 64
 #: Longest detail kept whole; a longer one is cut the same way.

@@ -56,6 +56,23 @@ from rpquery.store.tables import (
     utcnow,
 )
 
+__all__ = [
+    "ALLOCATION_COLS",
+    "BULK_TABLES",
+    "CHUNK",
+    "CONSUMER_COLS",
+    "CONSUMER_TYPES",
+    "CUSTOM_TRAITS",
+    "FLAVORS",
+    "INVENTORY_COLS",
+    "PROVIDER_COLS",
+    "RACKS",
+    "CloudSpec",
+    "CloudSummary",
+    "Progress",
+    "load_cloud",
+]
+
 #: ``progress(stage, done, total)`` is called after every chunk written.
 Progress = Callable[[str, int, int], None]
 

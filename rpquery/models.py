@@ -25,6 +25,14 @@ from types import MappingProxyType
 from rpquery._validation import matches
 from rpquery.errors import InvalidRequest
 
+__all__ = [
+    "Consumer",
+    "ConsumerAllocations",
+    "Inventory",
+    "ResourceProvider",
+    "check_consumer_type",
+]
+
 
 @dataclass(frozen=True)
 class ResourceProvider:

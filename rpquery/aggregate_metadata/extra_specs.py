@@ -29,6 +29,28 @@ from dataclasses import dataclass
 from rpquery._validation import text_problem
 from rpquery.errors import InvalidRequest
 
+__all__ = [
+    "FORCE_KEY",
+    "NUMERIC_OPS",
+    "OPERATORS",
+    "OR",
+    "SCOPE",
+    "SENTINELS",
+    "STRING_OPS",
+    "Alternative",
+    "FlavorFilter",
+    "FlavorKey",
+    "HostKey",
+    "ValueSpec",
+    "force_check_enabled",
+    "host_keys",
+    "host_passes",
+    "nova_match",
+    "nova_passes",
+    "split_key",
+    "validate_extra_specs",
+]
+
 #: The scope of nova's AggregateInstanceExtraSpecsFilter; scoped keys are plain keys.
 SCOPE = "aggregate_instance_extra_specs"
 #: The reserved aggregate metadata key that turns on the flavor-side check.

@@ -53,6 +53,29 @@ from rpquery.store.tables import (
     utcnow,
 )
 
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "MAX_VALUE_LENGTH",
+    "AggregateMetadata",
+    "AggregateMetadataFilter",
+    "check_aggregate_uuid",
+    "check_key",
+    "check_value",
+    "forcing_aggregates",
+    "get_metadata",
+    "host_metadata_stmt",
+    "hosts_with_key",
+    "key_clause",
+    "list_metadata",
+    "metadata_stmt",
+    "policy_from_cli",
+    "replace_metadata",
+    "roots_clause",
+    "set_metadata",
+    "unset_metadata",
+    "validate_items",
+]
+
 MAX_KEY_LENGTH = 255
 MAX_VALUE_LENGTH = 255
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")

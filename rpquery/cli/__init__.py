@@ -17,6 +17,16 @@ from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
 from rpquery.db import DEFAULT_URL, REPLICA_URLS_ENV, Database, split_urls
 from rpquery.store import migrations
 
+__all__ = [
+    "FEATURE_MODULES",
+    "SKIPPED_FEATURES",
+    "db_check",
+    "db_group",
+    "db_status",
+    "db_upgrade",
+    "main",
+]
+
 
 @click.group()
 @click.option(

@@ -1,1 +1,40 @@
-"""Why a request finds no host, and how much more fits (headroom)."""
+"""Why a request finds no allocation candidate, and how much more fits (headroom)
+(docs/why-and-headroom.md).
+
+Public names are imported on first use (:mod:`rpquery._lazy`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rpquery._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rpquery.insight._headroom import GroupHeadroom, Headroom, HostHeadroom, headroom
+    from rpquery.insight._why import Host, Reason, Rejections, explain_no_candidates
+
+__all__ = [
+    "GroupHeadroom",
+    "Headroom",
+    "Host",
+    "HostHeadroom",
+    "Reason",
+    "Rejections",
+    "explain_no_candidates",
+    "headroom",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "GroupHeadroom": "._headroom",
+        "Headroom": "._headroom",
+        "HostHeadroom": "._headroom",
+        "headroom": "._headroom",
+        "Host": "._why",
+        "Reason": "._why",
+        "Rejections": "._why",
+        "explain_no_candidates": "._why",
+    },
+)

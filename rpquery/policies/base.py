@@ -24,6 +24,8 @@ from typing import Protocol
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
+__all__ = ["HostPolicy"]
+
 
 class HostPolicy(Protocol):
     """What the candidate and provider-list queries need from a policy."""

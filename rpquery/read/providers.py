@@ -33,6 +33,14 @@ from rpquery.read.request import Params, ProvidersRequest, as_providers_request
 from rpquery.store import dialects
 from rpquery.store.tables import inventories, resource_providers
 
+__all__ = [
+    "ResourceProvider",
+    "list_providers",
+    "provider_statements",
+    "providers_stmt",
+    "to_placement",
+]
+
 
 @dataclass(frozen=True)
 class ResourceProvider:

@@ -38,6 +38,22 @@ from rpquery._validation import (
 from rpquery.errors import InvalidRequest
 from rpquery.store.catalog import check_resource_class_name, check_trait_name
 
+__all__ = [
+    "GROUP_POLICIES",
+    "SUFFIX_RE",
+    "CandidatesRequest",
+    "Params",
+    "ProvidersRequest",
+    "RequestGroup",
+    "as_candidates_request",
+    "as_providers_request",
+    "parse_candidates",
+    "parse_member_of",
+    "parse_providers",
+    "parse_required",
+    "parse_resources",
+]
+
 SUFFIX_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _GROUP_KEY_RE = re.compile(r"(resources|required|member_of|in_tree)(.*)", re.DOTALL)
 _GLOBAL_KEYS = frozenset({"group_policy", "root_required", "same_subtree", "limit"})

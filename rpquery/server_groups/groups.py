@@ -43,6 +43,40 @@ from rpquery.store.tables import (
     server_groups,
 )
 
+__all__ = [
+    "AFFINITY",
+    "ANTI_AFFINITY",
+    "BAD_UUID",
+    "GENERATION_CONFLICT",
+    "MAX_SERVER_PER_HOST",
+    "POLICIES",
+    "POLICY_RULES",
+    "POLICY_WEIGHER",
+    "SHARING_TRAIT",
+    "SOFT_AFFINITY",
+    "SOFT_ANTI_AFFINITY",
+    "GroupSpec",
+    "Host",
+    "Member",
+    "ServerGroup",
+    "ServerGroupDetail",
+    "ServerGroupPolicy",
+    "add_members",
+    "add_members_conn",
+    "bump_generation",
+    "create_group",
+    "delete_group",
+    "get_group",
+    "load_group",
+    "member_counts",
+    "member_counts_stmt",
+    "member_hosts_stmt",
+    "policy_for_group",
+    "remove_members",
+    "show_group",
+    "validate_group",
+]
+
 AFFINITY = "affinity"
 ANTI_AFFINITY = "anti-affinity"
 SOFT_AFFINITY = "soft-affinity"

@@ -61,6 +61,18 @@ from rpquery.store.tables import consumers, resource_providers, server_group_mem
 from rpquery.write import allocations as alloc
 from rpquery.write.consumers import get_consumer
 
+__all__ = [
+    "MAX_COUNT",
+    "MAX_PICKS",
+    "MOVE_ACTIONS",
+    "NO_VALID_HOST",
+    "Allocations",
+    "MoveAction",
+    "Scheduled",
+    "move",
+    "schedule",
+]
+
 #: Picks per instance before a run of conflicts is given to the caller.
 MAX_PICKS = SCHEDULER_PICKS.attempts
 #: Most instances one call schedules.

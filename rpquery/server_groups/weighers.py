@@ -27,6 +27,18 @@ from types import MappingProxyType
 from rpquery._validation import check_str_list
 from rpquery.errors import InvalidRequest
 
+__all__ = [
+    "DEFAULT_MULTIPLIER",
+    "DEFAULT_WEIGHERS",
+    "KNOWN_WEIGHERS",
+    "SOFT_AFFINITY",
+    "SOFT_ANTI_AFFINITY",
+    "WeigherConfig",
+    "group_weights",
+    "normalize",
+    "parse_multipliers",
+]
+
 SOFT_AFFINITY = "ServerGroupSoftAffinityWeigher"
 SOFT_ANTI_AFFINITY = "ServerGroupSoftAntiAffinityWeigher"
 

@@ -39,6 +39,31 @@ from rpquery.store.tables import (
 if TYPE_CHECKING:
     from rpquery.db import Database
 
+__all__ = [
+    "CUSTOM_NAME_RE",
+    "STANDARD_RESOURCE_CLASSES",
+    "STANDARD_TRAITS",
+    "check_resource_class_name",
+    "check_trait_name",
+    "create_resource_class",
+    "create_trait",
+    "delete_resource_class",
+    "delete_trait",
+    "has_resource_class",
+    "has_trait",
+    "is_known_standard_resource_class",
+    "is_known_standard_trait",
+    "is_valid_custom_name",
+    "list_resource_classes",
+    "list_traits",
+    "require_resource_class_ids",
+    "require_trait_ids",
+    "resource_class_ids",
+    "sync_standard",
+    "trait_ids",
+    "update_resource_class",
+]
+
 CUSTOM_NAME_RE = re.compile(r"CUSTOM_[A-Z0-9_]+")
 STANDARD_RESOURCE_CLASSES: tuple[str, ...] = tuple(orc.STANDARDS)
 STANDARD_TRAITS: frozenset[str] = frozenset(os_traits.get_traits())

@@ -39,6 +39,36 @@ from sqlalchemy.types import (
     Unicode,
 )
 
+__all__ = [
+    "ExactText",
+    "block_writers",
+    "bulk_insert",
+    "capacity_expr",
+    "charset_problems",
+    "column_collation",
+    "counts_in_sql",
+    "exact_eq",
+    "explain_prefix",
+    "floor_int",
+    "in_id_list",
+    "insert_ignore",
+    "insert_ignore_explicit_ids",
+    "is_charset_error",
+    "is_retryable",
+    "least",
+    "locks_rows",
+    "missing_table",
+    "one_snapshot",
+    "random_order",
+    "ratio_as_written",
+    "ratio_as_written_expr",
+    "read_session_setup",
+    "refresh_after_bulk_load",
+    "refresh_statistics",
+    "sync_id_sequence",
+    "to_int",
+]
+
 # ---------------------------------------------------------------- SQL constructs
 
 

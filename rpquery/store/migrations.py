@@ -32,6 +32,20 @@ from rpquery.store.tables import PLACEMENT_HEAD, PLACEMENT_TABLES
 if TYPE_CHECKING:  # Database.upgrade imports this module: no import back at run time
     from rpquery.db import Database
 
+__all__ = [
+    "PLACEMENT_VERSION_TABLE",
+    "VERSION_TABLE",
+    "SchemaStatus",
+    "charset_problems",
+    "downgrade",
+    "head_revision",
+    "include_object",
+    "require_current",
+    "schema_dir",
+    "status",
+    "upgrade",
+]
+
 VERSION_TABLE = "rpquery_alembic_version"
 PLACEMENT_VERSION_TABLE = "alembic_version"
 _NOT_OURS = {VERSION_TABLE, PLACEMENT_VERSION_TABLE}

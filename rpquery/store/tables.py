@@ -36,6 +36,40 @@ from sqlalchemy import (
 
 from rpquery.store.dialects import ExactText
 
+__all__ = [
+    "CUSTOM_RC_MIN_ID",
+    "NAMING_CONVENTION",
+    "PLACEMENT_HEAD",
+    "PLACEMENT_TABLES",
+    "RPQUERY_TABLES",
+    "aggregate_metadata",
+    "allocations",
+    "consumer_counts",
+    "consumer_types",
+    "consumers",
+    "fake_backend_jobs",
+    "fake_backend_tags",
+    "instance_tag_conflicts",
+    "instance_tag_jobs",
+    "instance_tag_locks",
+    "instance_tags",
+    "inventories",
+    "metadata",
+    "placement_aggregates",
+    "projects",
+    "provider_usages",
+    "resource_classes",
+    "resource_provider_aggregates",
+    "resource_provider_traits",
+    "resource_providers",
+    "server_group_members",
+    "server_groups",
+    "traits",
+    "usage_totals",
+    "users",
+    "utcnow",
+]
+
 NAMING_CONVENTION = {
     # Matches what PostgreSQL would name these itself, so a database created by
     # Placement's migrations and one created by rpquery's look the same.

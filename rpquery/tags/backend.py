@@ -27,6 +27,19 @@ from typing import Protocol
 
 from rpquery.errors import RpqueryError
 
+__all__ = [
+    "GANETI_MAX_LENGTH",
+    "GANETI_MAX_TAGS",
+    "GANETI_TAG_RE",
+    "FakeBackend",
+    "JobOp",
+    "JobOutcome",
+    "TagBackend",
+    "TagBackendError",
+    "TagJob",
+    "ganeti_rejects",
+]
+
 #: Ganeti's tag rule and limits.
 GANETI_TAG_RE = re.compile(r"^[A-Za-z0-9_.+*/:@-]+$")
 GANETI_MAX_LENGTH = 128

@@ -28,6 +28,8 @@ from urllib.parse import quote_plus, unquote_plus
 
 from rpquery.errors import InvalidRequest
 
+__all__ = ["ENCODED_ALPHABET", "decode", "encode"]
+
 #: Everything :func:`encode` can output (a subset of Ganeti's tag alphabet).
 ENCODED_ALPHABET = re.compile(r"^[A-Za-z0-9.+*/-]*$")
 

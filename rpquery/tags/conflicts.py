@@ -30,6 +30,16 @@ from rpquery.tags.model import (
     validate_tag,
 )
 
+__all__ = [
+    "ConflictRule",
+    "Rules",
+    "list_conflicts",
+    "load_rules",
+    "parse_rules",
+    "rules_query",
+    "set_conflicts",
+]
+
 #: A set of unordered pairs of tags that exclude each other.
 Rules = frozenset[frozenset[str]]
 

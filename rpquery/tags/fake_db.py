@@ -26,6 +26,8 @@ from rpquery.store.tables import fake_backend_jobs as jobs_t
 from rpquery.store.tables import fake_backend_tags as tags_t
 from rpquery.tags.backend import FakeBackend, JobOp, JobOutcome, TagJob
 
+__all__ = ["DbFakeBackend"]
+
 _QUEUED = "queued"
 _SUCCEEDED = "succeeded"
 _FAILED = "failed"

@@ -29,6 +29,21 @@ from rpquery import _validation as validation
 from rpquery.errors import InvalidRequest
 from rpquery.tags import codec
 
+__all__ = [
+    "BACKEND_TAG_RE",
+    "DEFAULT_CONFIG",
+    "ConflictSkip",
+    "Tag",
+    "TagConfig",
+    "TagStatus",
+    "TagWriteResult",
+    "tag_list",
+    "validate_instance",
+    "validate_namespace",
+    "validate_tag",
+    "validate_tags",
+]
+
 #: Ganeti's rule for a tag, prefix included.
 BACKEND_TAG_RE = re.compile(r"^[A-Za-z0-9_.+*/:@-]+$")
 _NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

@@ -34,6 +34,8 @@ from rpquery.tags import rows
 from rpquery.tags.backend import JobOp, JobOutcome, TagBackend
 from rpquery.tags.model import DEFAULT_CONFIG, TagConfig, TagStatus
 
+__all__ = ["OutcomeReport", "TagChange", "apply_outcomes", "process_outcomes"]
+
 
 @dataclass(frozen=True, order=True)
 class TagChange:

@@ -18,6 +18,8 @@ from rpquery.errors import Conflict, InvalidRequest, NotFound
 from rpquery.tags.conflicts import Rules
 from rpquery.tags.model import ConflictSkip, TagConfig, TagStatus
 
+__all__ = ["Plan", "plan_delete_all", "plan_delete_one", "plan_set"]
+
 
 @dataclass(frozen=True)
 class Plan:

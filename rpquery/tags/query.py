@@ -37,6 +37,15 @@ from rpquery.tags.model import (
     validate_tag,
 )
 
+__all__ = [
+    "TagFilter",
+    "has_all_tags",
+    "has_any_tag",
+    "instances_query",
+    "list_instances",
+    "parse_filter",
+]
+
 
 @dataclass(frozen=True)
 class TagFilter:

@@ -40,6 +40,8 @@ from rpquery.tags.backend import TagBackend
 from rpquery.tags.model import DEFAULT_CONFIG, TagConfig, TagStatus, validate_instance
 from rpquery.tags.outcomes import TagChange
 
+__all__ = ["ReconcileReport", "reconcile"]
+
 
 @dataclass(frozen=True)
 class ReconcileReport:

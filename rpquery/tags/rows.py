@@ -30,6 +30,22 @@ from rpquery.store.tables import utcnow
 from rpquery.tags.backend import JobOp
 from rpquery.tags.model import TagStatus
 
+__all__ = [
+    "current",
+    "current_query",
+    "delete_tags",
+    "ensure_lock_rows",
+    "forget_job",
+    "forget_stale_jobs",
+    "insert_tags",
+    "jobs_in_flight",
+    "lock",
+    "lock_query",
+    "record_job",
+    "retried",
+    "set_status",
+]
+
 T = TypeVar("T")
 
 

@@ -45,6 +45,17 @@ from rpquery.tags.model import (
     validate_tags,
 )
 
+__all__ = [
+    "Planner",
+    "add_tag",
+    "check_tag",
+    "create_tags",
+    "delete_all_tags",
+    "delete_tag",
+    "list_tags",
+    "replace_tags",
+]
+
 Planner = Callable[[Connection, dict[str, TagStatus]], plan.Plan]
 
 

@@ -31,6 +31,8 @@ from rpquery.store import dialects
 from rpquery.store.dialects import to_int
 from rpquery.store.tables import allocations, provider_usages
 
+__all__ = ["UsageDrift", "rebuild_provider_usages", "recomputed_select", "verify_provider_usages"]
+
 
 @dataclass(frozen=True)
 class UsageDrift:

@@ -54,6 +54,36 @@ from rpquery.store.tables import (
     users,
 )
 
+__all__ = [
+    "ALL",
+    "CONSUMER_TYPE_RE",
+    "UNKNOWN",
+    "ConsumerView",
+    "ProviderAllocation",
+    "ProviderAllocations",
+    "UsageGroup",
+    "UsageReport",
+    "check_consumer_type_filter",
+    "check_consumer_type_name",
+    "consumer_allocations",
+    "consumer_allocations_statement",
+    "project_usages",
+    "project_usages_scan",
+    "project_usages_statement",
+    "project_usages_total",
+    "project_usages_total_scan",
+    "provider_allocations",
+    "provider_allocations_statement",
+    "provider_usages",
+    "provider_usages_statement",
+    "render_consumer_allocations",
+    "render_project_usages",
+    "render_provider_usages",
+    "render_total_usages",
+    "summary_totals_statement",
+    "summary_usages_statement",
+]
+
 #: How a consumer with no type (NULL ``consumer_type_id``) is reported.
 UNKNOWN = "unknown"
 #: The filter value that sums every consumer into one group.

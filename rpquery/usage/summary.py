@@ -30,6 +30,17 @@ from rpquery.store import dialects
 from rpquery.store.dialects import to_int
 from rpquery.store.tables import allocations, consumer_counts, consumers, usage_totals
 
+__all__ = [
+    "COUNTS",
+    "NO_TYPE",
+    "TOTALS",
+    "SummaryDifference",
+    "rebuild_usage_summary",
+    "recomputed_counts_select",
+    "recomputed_totals_select",
+    "verify_usage_summary",
+]
+
 #: ``type_key`` of consumers with no type (``consumer_type_id`` NULL; ids start at 1).
 NO_TYPE = 0
 

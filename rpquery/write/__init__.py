@@ -1,1 +1,101 @@
-"""The write path: providers, inventories, associations, consumers, allocations, reshapes."""
+"""The write path: providers, inventories, traits and aggregates, consumers, allocations
+and reshapes, each write one atomic transaction (docs/writes.md).
+
+Public names are imported on first use (:mod:`rpquery._lazy`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rpquery._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rpquery.write.allocations import (
+        delete_allocations,
+        get_allocations,
+        replace_allocations,
+        replace_many,
+    )
+    from rpquery.write.associations import (
+        get_provider_aggregates,
+        get_provider_traits,
+        set_provider_aggregates,
+        set_provider_traits,
+    )
+    from rpquery.write.consumers import get_consumer
+    from rpquery.write.inventory import (
+        delete_inventory,
+        get_inventories,
+        set_inventories,
+        set_inventory,
+    )
+    from rpquery.write.providers import (
+        create_provider,
+        delete_provider,
+        get_provider,
+        rename_provider,
+        set_parent,
+        update_provider,
+    )
+    from rpquery.write.reshaper import (
+        ProviderInventories,
+        ReshapeRequest,
+        parse_reshape_body,
+        reshape,
+    )
+
+__all__ = [
+    "ProviderInventories",
+    "ReshapeRequest",
+    "create_provider",
+    "delete_allocations",
+    "delete_inventory",
+    "delete_provider",
+    "get_allocations",
+    "get_consumer",
+    "get_inventories",
+    "get_provider",
+    "get_provider_aggregates",
+    "get_provider_traits",
+    "parse_reshape_body",
+    "rename_provider",
+    "replace_allocations",
+    "replace_many",
+    "reshape",
+    "set_inventories",
+    "set_inventory",
+    "set_parent",
+    "set_provider_aggregates",
+    "set_provider_traits",
+    "update_provider",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "delete_allocations": ".allocations",
+        "get_allocations": ".allocations",
+        "replace_allocations": ".allocations",
+        "replace_many": ".allocations",
+        "get_provider_aggregates": ".associations",
+        "get_provider_traits": ".associations",
+        "set_provider_aggregates": ".associations",
+        "set_provider_traits": ".associations",
+        "get_consumer": ".consumers",
+        "delete_inventory": ".inventory",
+        "get_inventories": ".inventory",
+        "set_inventories": ".inventory",
+        "set_inventory": ".inventory",
+        "create_provider": ".providers",
+        "delete_provider": ".providers",
+        "get_provider": ".providers",
+        "rename_provider": ".providers",
+        "set_parent": ".providers",
+        "update_provider": ".providers",
+        "ProviderInventories": ".reshaper",
+        "ReshapeRequest": ".reshaper",
+        "parse_reshape_body": ".reshaper",
+        "reshape": ".reshaper",
+    },
+)

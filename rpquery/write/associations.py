@@ -33,6 +33,14 @@ from rpquery.store.tables import (
 )
 from rpquery.write import providers
 
+__all__ = [
+    "aggregate_ids",
+    "get_provider_aggregates",
+    "get_provider_traits",
+    "set_provider_aggregates",
+    "set_provider_traits",
+]
+
 
 def _replace_links(
     conn: Connection, link: sa.Table, rp_id: int, column: str, wanted: set[int]

@@ -34,6 +34,22 @@ from rpquery.models import Consumer
 from rpquery.store import dialects
 from rpquery.store.tables import consumer_types, consumers, projects, users
 
+__all__ = [
+    "COLLATION_CONFLICT",
+    "GENERATION_CONFLICT",
+    "OwnerIds",
+    "create_consumer",
+    "delete_consumer",
+    "ensure_owner_ids",
+    "existing_generations",
+    "generations",
+    "get_consumer",
+    "owner_ids_select",
+    "require_absent",
+    "require_present",
+    "update_consumer",
+]
+
 GENERATION_CONFLICT = "rpquery.consumer.generation_conflict"
 COLLATION_CONFLICT = "rpquery.owner.collation_conflict"
 

@@ -45,6 +45,16 @@ from rpquery.store.tables import allocations, inventories, resource_classes, res
 from rpquery.write import providers
 from rpquery.write.providers import check_generation
 
+__all__ = [
+    "check_inventory",
+    "current_select",
+    "delete_inventory",
+    "get_inventories",
+    "set_inventories",
+    "set_inventory",
+    "write_inventory_rows",
+]
+
 _log = logging.getLogger("rpquery.write")
 
 _FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")

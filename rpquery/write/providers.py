@@ -35,6 +35,23 @@ from rpquery.store.tables import (
     resource_providers,
 )
 
+__all__ = [
+    "GENERATION_CONFLICT",
+    "MAX_NAME_LENGTH",
+    "check_generation",
+    "check_name",
+    "claim_generation",
+    "create_provider",
+    "delete_provider",
+    "get_provider",
+    "has_nested",
+    "provider_select",
+    "rename_provider",
+    "set_parent",
+    "subtree_ids",
+    "update_provider",
+]
+
 GENERATION_CONFLICT = "rpquery.provider.generation_conflict"
 MAX_NAME_LENGTH = 200
 

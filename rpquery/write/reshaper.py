@@ -59,6 +59,22 @@ from rpquery.store.tables import allocations, inventories, resource_classes, res
 from rpquery.write import allocations as write_path
 from rpquery.write.inventory import check_inventory, write_inventory_rows
 
+__all__ = [
+    "BAD_BODY",
+    "CAPACITY_EXCEEDED",
+    "INVENTORY_IN_USE",
+    "PROVIDER_NOT_FOUND",
+    "STALE_PROVIDER",
+    "ProviderInventories",
+    "ReshapeRequest",
+    "pair_usage_select",
+    "parse_reshape_body",
+    "providers_select",
+    "render_reshape_body",
+    "reshape",
+    "validate",
+]
+
 STALE_PROVIDER = "rpquery.reshape.provider_generation_conflict"
 PROVIDER_NOT_FOUND = "rpquery.reshape.provider_not_found"
 CAPACITY_EXCEEDED = "rpquery.reshape.capacity_exceeded"
