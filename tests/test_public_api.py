@@ -7,6 +7,7 @@ that module's ``__all__``.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
@@ -104,3 +105,26 @@ def test_import_rpquery_is_cheap() -> None:
     code = "import sys, rpquery; print(sorted(m for m in sys.modules if 'sqlalchemy' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _front_door_imports() -> list[tuple[str, str, str]]:
+    """(file, module, name) of every library import in rpquery/api and rpquery/cli."""
+    found = []
+    doors = [*(ROOT / "rpquery/api").rglob("*.py"), *(ROOT / "rpquery/cli").rglob("*.py")]
+    for path in sorted(doors):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.split(".")[0] == "rpquery"
+                and not node.module.startswith(("rpquery.api", "rpquery.cli"))
+            ):
+                found += [(path.name, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_the_api_and_cli_use_only_public_names() -> None:
+    imports = _front_door_imports()
+    assert len(imports) > 20
+    text = "\n".join(f"from {module} import {name}" for _, module, name in imports)
+    assert private_uses(f"```python\n{text}\n```") == []

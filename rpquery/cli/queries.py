@@ -28,8 +28,7 @@ from rpquery.db import Database
 from rpquery.errors import DatabaseError, InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read import providers as provider_list
-from rpquery.read.candidates import allocation_candidates
-from rpquery.read.candidates._results import AllocationCandidates
+from rpquery.read.candidates import AllocationCandidates, allocation_candidates
 from rpquery.read.providers import list_providers
 from rpquery.read.request import CandidatesRequest, parse_candidates, parse_providers
 from rpquery.server_groups import groups as server_groups

@@ -15,8 +15,14 @@ import click
 
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli.queries import build_policies, candidate_params, policy_options, request_options
-from rpquery.insight._headroom import GROUP_BY, Headroom, headroom
-from rpquery.insight._why import EXAMPLES, Rejections, explain_no_candidates
+from rpquery.insight import (
+    EXAMPLES,
+    GROUP_BY,
+    Headroom,
+    Rejections,
+    explain_no_candidates,
+    headroom,
+)
 from rpquery.read.request import parse_candidates
 
 

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 from rpquery._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from rpquery.insight._headroom import GroupHeadroom, Headroom, HostHeadroom, headroom
-    from rpquery.insight._why import Host, Reason, Rejections, explain_no_candidates
+    from rpquery.insight._headroom import GROUP_BY, GroupHeadroom, Headroom, HostHeadroom, headroom
+    from rpquery.insight._why import EXAMPLES, Host, Reason, Rejections, explain_no_candidates
 
 __all__ = [
+    "EXAMPLES",
+    "GROUP_BY",
     "GroupHeadroom",
     "Headroom",
     "Host",
@@ -28,10 +30,12 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "GROUP_BY": "._headroom",
         "GroupHeadroom": "._headroom",
         "Headroom": "._headroom",
         "HostHeadroom": "._headroom",
         "headroom": "._headroom",
+        "EXAMPLES": "._why",
         "Host": "._why",
         "Reason": "._why",
         "Rejections": "._why",

@@ -13,8 +13,7 @@ import falcon
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query, send_json
 from rpquery.errors import InvalidRequest
-from rpquery.insight._headroom import headroom
-from rpquery.insight._why import EXAMPLES, explain_no_candidates
+from rpquery.insight import EXAMPLES, explain_no_candidates, headroom
 from rpquery.read.request import parse_candidates
 
 
