@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rpquery.insight._headroom import Headroom, headroom
     from rpquery.insight._why import Rejections, explain_no_candidates
     from rpquery.models import ConsumerAllocations, Inventory
+    from rpquery.policies.base import HostPolicy
     from rpquery.read.candidates import AllocationCandidates, allocation_candidates
     from rpquery.read.providers import list_providers
     from rpquery.store.catalog import create_resource_class, create_trait
@@ -56,6 +57,7 @@ __all__ = [
     "explain_no_candidates",
     "Headroom",
     "headroom",
+    "HostPolicy",
     # writes
     "Inventory",
     "ConsumerAllocations",
@@ -96,6 +98,7 @@ _EXPORTS = {
     "explain_no_candidates": ".insight._why",
     "Headroom": ".insight._headroom",
     "headroom": ".insight._headroom",
+    "HostPolicy": ".policies.base",
     "Inventory": ".models",
     "ConsumerAllocations": ".models",
     "ProviderInventories": ".write.reshaper",

@@ -1,2 +1,11 @@
+"""The host-policy contract: :class:`~rpquery.policies.base.HostPolicy`.
 
-__all__ = []
+Policies themselves live with their feature (``rpquery.server_groups``,
+``rpquery.aggregate_metadata``).
+"""
+
+from __future__ import annotations
+
+from rpquery.policies.base import HostPolicy
+
+__all__ = ["HostPolicy"]

@@ -1,6 +1,11 @@
 """Usage reads (by project, provider, consumer) and the trigger-kept usage tables they
 read, each with a verify and a rebuild (docs/usages.md).
 
+``reads`` answers the usage endpoints (``provider_usages()`` is
+``GET /resource_providers/{uuid}/usages``); ``summary`` keeps the usage summary by
+consumer type (``rpq0006``); ``provider_totals`` keeps ``rpq_provider_usages``, the
+per-(provider, class) totals the read path's capacity checks use (``rpq0007``).
+
 Public names are imported on first use (:mod:`rpquery._lazy`).
 """
 
