@@ -2,9 +2,10 @@
 
 One statement per request group tells, per host, how far the group's filters got: each
 inventory row of a requested class gets a *level*, the number of the group's stages it
-passes in order (the candidate query's own clauses, :func:`rpquery.candidates_sql.
-group_filters` called on one filter at a time, then :func:`rpquery.read._clauses.has_room`
-and :func:`rpquery.read._clauses.unit_allows`), and the rows are grouped per host::
+passes in order (the candidate query's own clauses,
+:func:`rpquery.read.candidates._sql.group_filters` called on one filter at a time, then
+:func:`rpquery.read._clauses.has_room` and :func:`rpquery.read._clauses.unit_allows`), and
+the rows are grouped per host::
 
     WITH r AS (SELECT <key> AS k, inv.resource_class_id AS rc,
                       CASE WHEN NOT <stage 1> THEN 0 WHEN NOT <stage 2> THEN 1 ...
