@@ -89,11 +89,6 @@ def test_concurrent_add_delete_of_one_tag(server_db: Database) -> None:
     assert "steady" in names
 
 
-@pytest.mark.single_server(
-    "the (instance, namespace) lock is a SELECT ... FOR UPDATE of its rpq_instance_tag_locks "
-    "row, which the transaction never writes; Galera certifies written rows only, so adds "
-    "on two nodes both pass the limit check (51 tags of 50 seen): docs/deployment.md"
-)
 def test_concurrent_adds_respect_the_limit(server_db: Database) -> None:
     db, fake, vm = server_db, FakeBackend(), str(uuid.uuid4())
     create_tags(db, fake, vm, [f"base{i}" for i in range(45)])

@@ -363,14 +363,16 @@ instance_tags = Table(
     Index(None, "namespace", "tag"),
 )
 
-# One row per (instance, namespace) ever written: tag writes lock it (FOR UPDATE) so
-# limit and conflict checks see a stable set and backend jobs go out in commit order.
+# One row per (instance, namespace) ever written: tag writes lock it (by bumping
+# `version`, rpq0008) so limit and conflict checks see a stable set, backend jobs go out
+# in commit order, and two writers on two Galera nodes conflict at certification.
 instance_tag_locks = Table(
     "rpq_instance_tag_locks",
     metadata,
     *_timestamps(),
     Column("instance_uuid", String(36), nullable=False),
     Column("namespace", String(32), nullable=False),
+    Column("version", Integer, nullable=False, server_default=text("0"), default=0),
     PrimaryKeyConstraint("instance_uuid", "namespace"),
 )
 

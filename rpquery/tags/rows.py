@@ -4,11 +4,14 @@ caller's connection (inside the caller's transaction).
 
 Every change to an (instance, namespace) first locks its row in
 ``rpq_instance_tag_locks`` (:func:`lock`), so limit and conflict checks see a
-stable set and backend jobs are submitted in commit order.
+stable set and backend jobs are submitted in commit order. The lock is a write
+(``version = version + 1``), not a ``SELECT ... FOR UPDATE``: the same row lock on
+one server, and a written row that a Galera cluster certifies, so two writers of one
+instance on two nodes cannot both commit (docs/deployment.md).
 
->>> from sqlalchemy.dialects import postgresql
->>> str(lock_query("i", "user").compile(dialect=postgresql.dialect())).endswith("FOR UPDATE")
-True
+>>> from sqlalchemy.dialects import sqlite
+>>> print(lock_query("i", "user").compile(dialect=sqlite.dialect()))
+UPDATE rpq_instance_tag_locks SET updated_at=?, version=(rpq_instance_tag_locks.version + ?) WHERE rpq_instance_tag_locks.instance_uuid = ? AND rpq_instance_tag_locks.namespace = ?
 """
 
 from __future__ import annotations
@@ -49,11 +52,11 @@ __all__ = [
 T = TypeVar("T")
 
 
-def lock_query(instance_uuid: str, namespace: str) -> sa.Select[Any]:
+def lock_query(instance_uuid: str, namespace: str) -> sa.Update:
     return (
-        sa.select(locks_t.c.instance_uuid)
+        sa.update(locks_t)
         .where(locks_t.c.instance_uuid == instance_uuid, locks_t.c.namespace == namespace)
-        .with_for_update()
+        .values(version=locks_t.c.version + 1)
     )
 
 
@@ -85,7 +88,7 @@ def retried(work: Callable[[], T], what: str) -> T:
 
 def lock(conn: Connection, instance_uuid: str, namespace: str) -> None:
     """Block other writers of this (instance, namespace) until the transaction ends."""
-    conn.execute(lock_query(instance_uuid, namespace)).all()
+    conn.execute(lock_query(instance_uuid, namespace))
 
 
 def current_query(instance_uuid: str, namespace: str) -> sa.Select[Any]:
