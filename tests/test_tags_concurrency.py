@@ -9,7 +9,6 @@ import threading
 import uuid
 from collections.abc import Callable
 
-import pytest
 import sqlalchemy as sa
 
 from rpquery.db import Database

@@ -10,8 +10,9 @@ one server, and a written row that a Galera cluster certifies, so two writers of
 instance on two nodes cannot both commit (docs/deployment.md).
 
 >>> from sqlalchemy.dialects import sqlite
->>> print(lock_query("i", "user").compile(dialect=sqlite.dialect()))
-UPDATE rpq_instance_tag_locks SET updated_at=?, version=(rpq_instance_tag_locks.version + ?) WHERE rpq_instance_tag_locks.instance_uuid = ? AND rpq_instance_tag_locks.namespace = ?
+>>> sql = str(lock_query("i", "user").compile(dialect=sqlite.dialect()))
+>>> sql.startswith("UPDATE rpq_instance_tag_locks SET"), "version + ?" in sql
+(True, True)
 """
 
 from __future__ import annotations
