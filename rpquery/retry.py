@@ -25,11 +25,18 @@ out instead of colliding again in lock step, and a long run of conflicts waits a
 >>> len(calls)
 3
 
-Logging is standard :mod:`logging` under the ``rpquery`` logger (``rpquery.write``,
-``rpquery.schedule``, ``rpquery.server_group``, ``rpquery.tags``, ``rpquery.catalog``);
-rpquery installs a :class:`logging.NullHandler`, so nothing is printed unless the
-application configures logging. Each record carries ``record.rpquery_retry``: a
-:class:`RetryEvent` (what, attempt, attempts, delay, error code, whether it gave up).
+Every retry and every give-up is one WARNING on the logger of the layer that retries
+(``rpquery.write``, ``rpquery.server_groups``, ``rpquery.tags``, ``rpquery.store``),
+naming what was retried, the attempt, the error's code and its message::
+
+    allocation write: attempt 1 of 10 failed (rpquery.allocation.provider_generation_conflict:
+    ...); retrying in 3 ms
+    allocation write: giving up after 10 attempts (rpquery.concurrent_update: ...)
+
+rpquery installs a :class:`logging.NullHandler` on ``rpquery``, so nothing is printed
+unless the application configures logging (docs/architecture.md#logging). Each record
+carries ``record.rpquery_retry``: a :class:`RetryEvent` (what, attempt, attempts,
+delay, error code, whether it gave up).
 """
 
 from __future__ import annotations
@@ -98,6 +105,11 @@ def _code(error: BaseException) -> str:
     return str(getattr(error, "code", type(error).__name__))
 
 
+def _detail(error: BaseException) -> str:
+    """The message without the code (an rpquery error's ``str`` ends with it)."""
+    return str(getattr(error, "detail", error))
+
+
 def retrying(
     work: Callable[[], T],
     policy: RetryPolicy,
@@ -123,21 +135,23 @@ def retrying(
             if attempt == policy.attempts:
                 event = RetryEvent(what, attempt, policy.attempts, 0.0, _code(error), True)
                 log.warning(
-                    "%s: giving up after %d attempts: %s",
+                    "%s: giving up after %d attempts (%s: %s)",
                     what,
                     attempt,
-                    error,
+                    event.code,
+                    _detail(error),
                     extra={"rpquery_retry": event},
                 )
                 raise
             delay = policy.delay(attempt)
             event = RetryEvent(what, attempt, policy.attempts, delay, _code(error), False)
             log.warning(
-                "%s: attempt %d of %d failed (%s); retrying in %.0f ms",
+                "%s: attempt %d of %d failed (%s: %s); retrying in %.0f ms",
                 what,
                 attempt,
                 policy.attempts,
-                error,
+                event.code,
+                _detail(error),
                 delay * 1000,
                 extra={"rpquery_retry": event},
             )

@@ -157,7 +157,7 @@ def test_membership_change_without_generation_retries_a_concurrent_group_change(
     assert after.generation == 3
     members = {m.instance_uuid for m in sg.show_group(server_db, group.uuid).members}
     assert (a in members) == (change == "add") and b in members
-    events = retry_events(caplog, "rpquery.server_group")
+    events = retry_events(caplog, "rpquery.server_groups")
     assert [(e.code, e.gave_up) for e in events] == [(sg.GENERATION_CONFLICT, False)]
 
 
@@ -256,7 +256,7 @@ def test_schedulers_of_one_group_queue_instead_of_conflicting(
     other.join(timeout=60)
     assert len(second) == 1
     assert {first[0].host.uuid, second[0].host.uuid} == hosts  # anti-affinity held
-    assert retry_events(caplog, "rpquery.schedule") == []  # nobody picked on stale counts
+    assert retry_events(caplog, "rpquery.server_groups") == []  # nobody picked on stale counts
 
 
 def test_sqlite_lock_timeout_is_a_retryable_conflict(sqlite_db: Database) -> None:

@@ -447,7 +447,7 @@ def _unguarded(work: Callable[[], ServerGroup], what: str) -> ServerGroup:
             isinstance(e, ConcurrentUpdate)
             and e.code in (GENERATION_CONFLICT, "rpquery.concurrent_update")
         ),
-        logger="rpquery.server_group",
+        logger="rpquery.server_groups",
         what=what,
     )
 

@@ -254,7 +254,7 @@ def _place_one(
         attempt,
         SCHEDULER_PICKS,
         retry_if=_retryable,
-        logger="rpquery.schedule",
+        logger="rpquery.server_groups",
         what=f"schedule {instance_uuid}",
     )
 
@@ -358,7 +358,7 @@ def _release(db: Database, group_uuid: str, owner: _Owner, instance_uuids: Seque
         once,
         ALLOCATION_WRITES,
         retry_if=lambda e: isinstance(e, ConcurrentUpdate) and e.code in _CONFLICTS,
-        logger="rpquery.schedule",
+        logger="rpquery.server_groups",
         what=f"release of {len(instance_uuids)} instance(s) of group {group_uuid}",
     )
 

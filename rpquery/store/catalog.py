@@ -221,7 +221,7 @@ def create_resource_class(db: Database, name: str) -> int:
             once,
             replace(LOCKED_WRITES, attempts=_ID_ATTEMPTS),
             retry_if=lambda e: isinstance(e, _IdTaken),
-            logger="rpquery.catalog",
+            logger="rpquery.store",
             what=f"create resource class {name}",
         )
     except _IdTaken:
