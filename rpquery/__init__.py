@@ -116,6 +116,7 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
-# Library logging (retries and give-ups, rpquery.retry) is silent unless the
-# application configures the ``rpquery`` logger or the root logger.
+# Library logging (a logger per layer: rpquery.read, rpquery.write, ...; see
+# docs/architecture.md#logging) is silent unless the application configures the
+# ``rpquery`` logger or the root logger.
 logging.getLogger("rpquery").addHandler(logging.NullHandler())

@@ -1,5 +1,5 @@
-"""The :class:`Database` handle: an engine, transactions that wrap driver errors, and a
-tracer that sees every statement.
+"""The :class:`Database` handle: an engine, transactions that wrap driver errors, a
+tracer that sees every statement, and one debug log line per statement batch.
 
 >>> db = Database("sqlite://")
 >>> db.dialect_name
@@ -13,7 +13,9 @@ tracer that sees every statement.
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +39,7 @@ from rpquery.store import dialects
 
 __all__ = [
     "DEFAULT_URL",
+    "BatchEvent",
     "MYSQL_SQL_MODE",
     "REPLICA_URLS_ENV",
     "SCHEMA_MISSING",
@@ -44,6 +47,7 @@ __all__ = [
     "Database",
     "StatementCounter",
     "Tracer",
+    "layer_logger",
     "normalize_url",
     "reading",
     "split_urls",
@@ -182,7 +186,7 @@ class Database:
                 ) from error
         self._tracers: list[Tracer] = []
         self._lock = threading.Lock()
-        event.listen(self.engine, "before_cursor_execute", self._on_execute)
+        _listen(self.engine, self._on_execute)
         self.replicas = [
             _Replica(r if isinstance(r, Engine) else _make_engine(normalize_url(r), **engine_kw))
             for r in replicas
@@ -191,7 +195,7 @@ class Database:
         self.replica_check_interval = replica_check_interval
         self._next_replica = 0
         for replica in self.replicas:
-            event.listen(replica.engine, "before_cursor_execute", self._on_execute)
+            _listen(replica.engine, self._on_execute)
 
     # ------------------------------------------------------------ properties
 
@@ -219,7 +223,7 @@ class Database:
         """
         with _wrap_driver_errors(), self.engine.connect() as conn:
             conn = conn.execution_options(rpquery_write=True)
-            with conn.begin():
+            with _batch(conn, "transaction"), conn.begin():
                 yield conn
 
     @contextmanager
@@ -246,7 +250,7 @@ class Database:
                     conn = self.engine.connect()
             else:
                 conn = self.engine.connect()
-            with conn:
+            with conn, _batch(conn, "read"):
                 yield conn
 
     def read_engine(self) -> Engine:
@@ -410,6 +414,156 @@ def reading(db_or_conn: Database | Connection) -> Iterator[Connection]:
     else:
         with db_or_conn.connect() as conn:
             yield conn
+
+
+# ---------------------------------------------------------------- statement batches
+#
+# Every read (``connect()``, ``reading(db)``) and every transaction (``begin()``) is one
+# batch of statements on one connection. With DEBUG on for its layer's logger, the batch
+# ends with one line: who ran it, how many statements, the time the block took and the
+# part of it spent waiting for the database (from ``before_cursor_execute`` to
+# ``after_cursor_execute``). With DEBUG off a batch costs a look at the caller's frame
+# and one ``isEnabledFor`` (about a microsecond).
+
+_log = logging.getLogger("rpquery.store")
+_BATCH = "rpquery_batch"  # key of the running batch in the connection's ``info``
+#: Modules a batch's caller is looked for outside of (the plumbing that opens it).
+_PLUMBING = frozenset({__name__, "contextlib", "rpquery.retry"})
+_NAME_DEPTH = 8  # frames looked at for a public function's name
+
+
+@dataclass
+class BatchEvent:
+    """What a batch's debug line says, attached to the record as ``record.rpquery_batch``:
+    ``what`` (the function that opened it), ``kind`` (``read`` or ``transaction``),
+    ``statements`` sent, ``seconds`` the block took, ``database_seconds`` of it spent in
+    the driver, and ``outcome`` (a transaction: ``committed`` or ``rolled back (CODE)``; a
+    read: ``''``, or ``failed (CODE)``; CODE is the error's code or type)."""
+
+    what: str
+    kind: str
+    statements: int = 0
+    seconds: float = 0.0
+    database_seconds: float = 0.0
+    outcome: str = ""
+    sent: float = field(default=0.0, repr=False)
+
+
+def layer_logger(module: str) -> logging.Logger:
+    """The logger of the layer ``module`` belongs to: ``rpquery.read.candidates._execute``
+    logs on ``rpquery.read``, ``rpquery.server_groups.scheduling`` on
+    ``rpquery.server_groups``; ``rpquery.db`` and code outside rpquery on ``rpquery.store``.
+
+    >>> from rpquery.write import allocations
+    >>> layer_logger(allocations.__name__).name
+    'rpquery.write'
+    >>> layer_logger("myapp.jobs").name
+    'rpquery.store'
+    """
+    parts = module.split(".")
+    if parts[0] != "rpquery" or len(parts) < 2 or module == __name__:
+        return _log
+    return logging.getLogger(".".join(parts[:2]))
+
+
+def _caller() -> tuple[str, str]:
+    """``(module, function)`` of the code that opened the batch: the layer is the first
+    module outside this one, contextlib and rpquery.retry (the plumbing in between); the
+    name is the outermost public function of that layer up the stack (the entry point:
+    ``replace_allocations`` rather than its retried closure or its helpers), else the
+    opening frame's own."""
+    frame: Any = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") in _PLUMBING:
+        frame = frame.f_back
+    module = str(frame.f_globals.get("__name__", ""))
+    layer = ".".join(module.split(".")[:2]) + "."
+    name = frame.f_code.co_name
+    up = frame
+    for _ in range(_NAME_DEPTH):
+        up = up.f_back
+        if up is None:
+            break
+        where = str(up.f_globals.get("__name__"))
+        if where in _PLUMBING:
+            continue
+        if not where.startswith(layer):
+            break
+        if _public(up.f_code):
+            name = up.f_code.co_name
+    return module, name
+
+
+def _public(code: Any) -> bool:
+    qualname = getattr(code, "co_qualname", code.co_name)
+    return not qualname.startswith("_") and "<" not in qualname and "._" not in qualname
+
+
+@contextmanager
+def _batch(conn: Connection, kind: str) -> Iterator[None]:
+    module, function = _caller()
+    log = layer_logger(module)
+    if not log.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    batch = BatchEvent(function, kind)
+    info = conn.info
+    outer = info.get(_BATCH)  # a nested begin()/connect() on a pooled connection: none
+    info[_BATCH] = batch
+    started = time.perf_counter()
+    try:
+        yield
+        if kind == "transaction":
+            batch.outcome = "committed"
+    except BaseException as error:
+        code = getattr(error, "code", None) or type(error).__name__
+        batch.outcome = f"rolled back ({code})" if kind == "transaction" else f"failed ({code})"
+        raise
+    finally:
+        batch.seconds = time.perf_counter() - started
+        if outer is None:
+            info.pop(_BATCH, None)
+        else:
+            info[_BATCH] = outer
+        log.debug(
+            "%s: %s%s, %d statement%s in %.2f ms (%.2f ms in the database)",
+            batch.what,
+            batch.kind,
+            f" {batch.outcome}" if batch.outcome else "",
+            batch.statements,
+            "" if batch.statements == 1 else "s",
+            batch.seconds * 1000,
+            batch.database_seconds * 1000,
+            extra={"rpquery_batch": batch},
+        )
+
+
+def _before_execute(
+    conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool
+) -> None:
+    batch = conn.info.get(_BATCH)
+    if batch is not None:
+        batch.statements += 1
+        batch.sent = time.perf_counter()
+
+
+def _after_execute(
+    conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool
+) -> None:
+    batch = conn.info.get(_BATCH)
+    if batch is not None:
+        batch.database_seconds += time.perf_counter() - batch.sent
+
+
+def _listen(engine: Engine, on_execute: Callable[..., None]) -> None:
+    """The Database's tracers, and the batch timers once per engine (several Database
+    handles may share one engine)."""
+    event.listen(engine, "before_cursor_execute", on_execute)
+    for name, timer in (
+        ("before_cursor_execute", _before_execute),
+        ("after_cursor_execute", _after_execute),
+    ):
+        if not event.contains(engine, name, timer):
+            event.listen(engine, name, timer)
 
 
 def _make_engine(url: URL, **engine_kw: Any) -> Engine:

@@ -13,7 +13,14 @@ from typing import Any
 
 import click
 
-from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
+from rpquery.cli._common import (
+    LOG_LEVELS,
+    configure_logging,
+    emit_json,
+    get_db,
+    handles_errors,
+    json_option,
+)
 from rpquery.db import DEFAULT_URL, REPLICA_URLS_ENV, Database, split_urls
 from rpquery.store import migrations
 
@@ -53,6 +60,16 @@ __all__ = [
     help="Seconds a replica may lag before reads go to the primary instead.",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="warning",
+    show_default=True,
+    envvar="RPQUERY_LOG_LEVEL",
+    help="rpquery's log records at this level and above go to stderr (env "
+    "RPQUERY_LOG_LEVEL); debug adds a line per read and per transaction with its "
+    "statements and timings.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -60,9 +77,11 @@ def main(
     replica_urls: tuple[str, ...],
     max_replica_lag: float,
     debug: bool,
+    log_level: str,
 ) -> None:
     """Placement-compatible placement queries on SQLite, PostgreSQL and MariaDB."""
     ctx.ensure_object(dict)
+    ctx.call_on_close(configure_logging(log_level.lower()))
     replicas = [u for given in replica_urls for u in split_urls(given)] or split_urls(
         os.environ.get(REPLICA_URLS_ENV)
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 import traceback
@@ -25,6 +26,50 @@ from rpquery.errors import InvalidRequest, RpqueryError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_log = logging.getLogger("rpquery.cli")
+
+#: ``--log-level`` / ``RPQUERY_LOG_LEVEL``: the levels, lowest first, and ``off``.
+LOG_LEVELS = ("debug", "info", "warning", "error", "off")
+#: gunicorn's error log line, with the logger's name: what ``rpquery serve`` prints.
+LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record arrives (click's test runner
+    swaps it per invocation), as :data:`logging.lastResort` does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def configure_logging(level: str) -> Callable[[], None]:
+    """Print rpquery's log records at ``level`` and above on stderr (``off``: none);
+    returns the undo (the command line's process may be a test's, which goes on)."""
+    root = logging.getLogger("rpquery")
+    before = root.level
+    handler = _Stderr()
+    if level == "off":
+        root.setLevel(logging.CRITICAL + 1)
+    else:
+        root.setLevel(level.upper())
+        root.addHandler(handler)
+
+    def undo() -> None:
+        root.removeHandler(handler)
+        root.setLevel(before)
+
+    return undo
+
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
 )
@@ -36,10 +81,15 @@ def get_db(ctx: click.Context | None = None) -> Database:
     root = ctx.find_root()
     obj = root.obj
     if "db" not in obj:
-        obj["db"] = Database(
+        db = obj["db"] = Database(
             obj["db_url"],
             replicas=obj.get("replica_urls", ()),
             max_replica_lag=obj.get("max_replica_lag", 5.0),
+        )
+        _log.debug(
+            "database %s%s",
+            db.url.render_as_string(hide_password=True),
+            "".join(f", replica {r['url']}" for r in db.replica_status()),
         )
     return obj["db"]
 
