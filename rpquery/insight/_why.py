@@ -35,12 +35,14 @@ providers count for every host they share with.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
 
 from rpquery.db import Database, reading
 from rpquery.insight import _why_sql as w
@@ -50,12 +52,14 @@ from rpquery.read.candidates import search_budget
 from rpquery.read.candidates._execute import (
     ROOT_IDS,
     Loaded,
+    NamesKey,
     Roots,
     Sharing,
     driver_rows,
     fetch_names,
     fetch_sharing,
     load_groups,
+    names_key,
 )
 from rpquery.read.candidates._search import SearchBudget, SearchRules, plan_slots, search_anchor
 from rpquery.read.request import CandidatesRequest, Params, RequestGroup, as_candidates_request
@@ -171,7 +175,7 @@ def _run(
     sharing = fetch_sharing(conn, req, names)
     first: dict[int, Verdict] = {}
     free: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
-    if counted_in_sql(req, sharing) and dialects.counts_in_sql(conn.dialect.name):
+    if counted_in_sql(req, sharing):
         total, survivors, counted = _counted(conn, req.groups[0], names, examples)
     else:
         hosts = [int(h) for h in conn.execute(w.hosts_stmt()).scalars()]
@@ -200,20 +204,33 @@ def counted_in_sql(req: CandidatesRequest, sharing: Sharing) -> bool:
 Counted = dict[Verdict, tuple[int, list[int], float | None]]
 
 
+@functools.lru_cache(maxsize=128)
+def _counted_plan(
+    g: RequestGroup, key: NamesKey, examples: int, dialect_name: str
+) -> tuple[Select, tuple[w.Stage, ...]]:
+    """:func:`rpquery.why_sql.counted_stmt` and the group's filter stages, built once
+    per request shape (as the candidate query caches its statements)."""
+    names = q.Names(dict(key[0]), dict(key[1]))
+    stages = w.filter_stages(g, names, resource_providers.alias("rp"))
+    return w.counted_stmt(g, names, examples, dialect_name), tuple(stages)
+
+
 def _counted(
     conn: Connection, g: RequestGroup, names: q.Names, examples: int
 ) -> tuple[int, list[int], Counted]:
     """A request of one group that no sharing provider serves: the reasons counted in
     SQL (:func:`rpquery.insight._why_sql.counted_stmt`, a handful of rows whatever the number of
     hosts) and the hosts that pass, for the search."""
-    stages = w.filter_stages(g, names, resource_providers.alias("rp"))
+    stmt, stages = _counted_plan(g, names_key(names), examples, conn.dialect.name)
     classes = sorted(g.resources)
     survivors: list[int] = []
     out: Counted = {}
     total = 0
-    for verdict, host, count, largest in driver_rows(conn, w.counted_stmt(g, names, examples), {}):
+    for verdict, hosts, count, largest in driver_rows(conn, stmt, {}):
+        # one row per example host, or (MariaDB) the examples as "id,id,..."
+        ids = [int(h) for h in _text(hosts).split(",")]
         if int(verdict) == w.PASS:
-            survivors.append(int(host))
+            survivors.extend(ids)
             continue
         code, index = w.decode(int(verdict))
         if code in ("no_inventory", "no_capacity", "unit_limits"):
@@ -229,9 +246,15 @@ def _counted(
         if key not in out:
             out[key] = (int(count), [], room)
             total += int(count)
-        out[key][1].append(int(host))
+        out[key][1].extend(ids)
+    for _, hs, _ in out.values():
+        hs.sort()
     survivors.sort()
     return total + len(survivors), survivors, out
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes | bytearray) else str(value)
 
 
 def keys_per_host(conn: Connection, sharing: Sharing) -> dict[int, list[int]]:

@@ -36,7 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement, FromClause, Select
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.functions import FunctionElement
 
 from rpquery.policies.base import HostPolicy
 from rpquery.read import _clauses as clauses
@@ -159,7 +162,9 @@ def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[A
     joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
     stages = filter_stages(group, names, rp)
     level = _level(group, names, stages, inv, used)
-    key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=rp.c.root_provider_id)
+    key: ColumnElement[int] = rp.c.root_provider_id
+    if isinstance(sharing_ids, BindParameter) or sharing_ids:
+        key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=key)
     flags = required_flags(group, names, rp, level, _pre_required(stages))
     rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
     stmt = (
@@ -282,53 +287,67 @@ def _class_verdict(level: Any, stages: Sequence[Stage], ci: int, n: int) -> Colu
     return sa.case(*whens, else_=PASS)
 
 
-def _tree_has(root_id: ColumnElement[int], rc_ids: Sequence[int]) -> ColumnElement[bool]:
-    """``EXISTS (SELECT 1 FROM resource_providers np JOIN inventories ni ...
-    WHERE np.root_provider_id = :root AND ni.resource_class_id IN (:rcs))``"""
-    np_ = resource_providers.alias("np")
-    ni = inventories.alias("ni")
-    return (
-        sa.select(sa.literal_column("1"))
-        .select_from(np_.join(ni, ni.c.resource_provider_id == np_.c.id))
-        .where(np_.c.root_provider_id == root_id, ni.c.resource_class_id.in_(sorted(rc_ids)))
-        .exists()
-    )
+class first_ids(FunctionElement[str]):  # noqa: N801
+    """MariaDB: ``GROUP_CONCAT(col ORDER BY col SEPARATOR ',' LIMIT n)``, the first
+    ``n`` ids of a group as text (:func:`counted_stmt`'s examples without windows)."""
+
+    inherit_cache = True
+    type = sa.String()
+    name = "first_ids"
 
 
-def counted_stmt(group: RequestGroup, names: q.Names, examples: int) -> Select:
+@compiles(first_ids)
+def _first_ids(element: first_ids, compiler: Any, **kw: Any) -> str:
+    col, n = list(element.clauses)
+    text = compiler.process(col, **kw)
+    limit = int(n.value)
+    return f"GROUP_CONCAT({text} ORDER BY {text} SEPARATOR ',' LIMIT {limit})"
+
+
+def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_name: str) -> Select:
     """The verdicts of a request of one group, counted in SQL: per verdict (see
     :func:`encode`), its host count, the largest free amount (``no_capacity``) and the
     first ``examples`` hosts by id; every host that passes (``verdict = PASS``).
 
-    ``r`` as in :func:`levels_stmt`, pivoted per host (one ``MAX(CASE ...)`` per
-    class), its verdict the smallest of its classes' (``LEAST``), then
-    ``COUNT(*) OVER``, ``MAX(free) OVER`` and ``ROW_NUMBER() OVER (PARTITION BY
-    verdict ORDER BY host)``; roots without a row are ``no_inventory`` of the first
-    class (``NOT EXISTS`` an inventory of a requested class in the tree). Only for one
-    group that no sharing provider serves and that is not a granular group of several
-    classes."""
+    ``r`` as in :func:`levels_stmt`, plus one row of NULLs per root (``UNION ALL``: a
+    root without an inventory of a requested class still gets a row, so is
+    ``no_inventory`` of the first class), pivoted per host (one ``MAX(CASE ...)`` per
+    class), its verdict the smallest of its classes' (``LEAST``). Then, on SQLite and
+    PostgreSQL, ``COUNT(*) OVER``, ``MAX(free) OVER`` and ``ROW_NUMBER() OVER
+    (PARTITION BY verdict ORDER BY host)`` (one row per example host); on MariaDB,
+    whose window functions cost several times the rest of the statement, ``GROUP BY
+    verdict`` with the examples as :class:`first_ids` text (one row per verdict). Only
+    for one group that no sharing provider serves and that is not a granular group of
+    several classes."""
     r, n = rows_cte(group, names, ())
     stages = filter_stages(group, names, resource_providers.alias("rp"))
     classes = sorted(group.resources)
     rc_ids = [names.rc_ids[rc] for rc in classes]
     nreq = 0 if group.is_granular else len(group.required)
+    req = [f"req_{i}" for i in range(nreq)]
+    root = resource_providers.alias("root")
+    bare = sa.select(root.c.id, *(sa.null() for _ in range(3 + nreq))).where(
+        root.c.parent_provider_id.is_(None)
+    )
+    rows = sa.select(r.c.k, r.c.rc, r.c.level, r.c.free, *(r.c[c] for c in req))
+    u = sa.union_all(rows, bare).subquery("u")
     ph = (
         sa.select(
-            r.c.k,
+            u.c.k,
             *(
-                sa.func.max(sa.case((r.c.rc == c, r.c.level))).label(f"l{i}")
+                sa.func.max(sa.case((u.c.rc == c, u.c.level))).label(f"l{i}")
                 for i, c in enumerate(rc_ids)
             ),
             *(
-                sa.func.max(sa.case((sa.and_(r.c.rc == c, r.c.level >= n), r.c.free))).label(
+                sa.func.max(sa.case((sa.and_(u.c.rc == c, u.c.level >= n), u.c.free))).label(
                     f"f{i}"
                 )
                 for i, c in enumerate(rc_ids)
             ),
-            *(sa.func.max(r.c[f"req_{i}"]).label(f"q{i}") for i in range(nreq)),
+            *(sa.func.max(u.c[c]).label(f"q{i}") for i, c in enumerate(req)),
         )
-        .group_by(r.c.k)
-        .cte("ph")
+        .group_by(u.c.k)
+        .subquery("ph")
     )
     parts = [_class_verdict(ph.c[f"l{i}"], stages, i, n) for i in range(len(rc_ids))]
     parts += [
@@ -339,15 +358,14 @@ def counted_stmt(group: RequestGroup, names: q.Names, examples: int) -> Select:
         *((verdict == encode("no_capacity", i), ph.c[f"f{i}"]) for i in range(len(rc_ids))),
         else_=sa.null(),
     )
-    root = resource_providers.alias("root")
-    bare = sa.select(
-        root.c.id.label("k"),
-        sa.literal(encode("no_inventory", 0), sa.Integer).label("verdict"),
-        sa.null().label("free"),
-    ).where(root.c.parent_provider_id.is_(None), sa.not_(_tree_has(root.c.id, rc_ids)))
-    h = sa.union_all(
-        sa.select(ph.c.k, verdict.label("verdict"), free_of.label("free")), bare
-    ).subquery("h")
+    h = sa.select(ph.c.k, verdict.label("verdict"), free_of.label("free")).subquery("h")
+    if dialect_name == "mysql":
+        return sa.select(
+            h.c.verdict,
+            first_ids(h.c.k, sa.literal(examples, sa.Integer)),
+            sa.func.count(),
+            sa.func.max(h.c.free),
+        ).group_by(h.c.verdict, sa.case((h.c.verdict == PASS, h.c.k)))
     f = sa.select(
         h.c.verdict,
         h.c.k,

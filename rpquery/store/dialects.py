@@ -46,7 +46,6 @@ __all__ = [
     "capacity_expr",
     "charset_problems",
     "column_collation",
-    "counts_in_sql",
     "exact_eq",
     "explain_prefix",
     "floor_int",
@@ -107,14 +106,6 @@ def _floor_default(element: floor_int, compiler: Any, **kw: Any) -> str:
 @compiles(floor_int, "sqlite")
 def _floor_sqlite(element: floor_int, compiler: Any, **kw: Any) -> str:
     return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
-
-
-def counts_in_sql(dialect_name: str) -> bool:
-    """Does grouping and window-counting a few thousand rows in SQL beat fetching them
-    (rejection reasons, :func:`rpquery.insight._why.counted_in_sql`)? On SQLite and PostgreSQL
-    yes (5,000 hosts: ~200 -> ~100 ms); MariaDB ran the windowed statement slower
-    than the per-host rows PyMySQL fetched (~300 vs ~500 ms, loaded machine)."""
-    return dialect_name != "mysql"
 
 
 class least(FunctionElement[int]):  # noqa: N801
