@@ -32,12 +32,14 @@ count found so far (at least the greedy one) and the answer says ``exact=False``
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Select
 
 from rpquery.db import Database, reading
 from rpquery.errors import InvalidRequest
@@ -48,15 +50,17 @@ from rpquery.policies.base import HostPolicy
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates import search_budget
 from rpquery.read.candidates._execute import (
+    NamesKey,
     Roots,
     Sharing,
     driver_rows,
     fetch_names,
     fetch_sharing,
     load_groups,
+    names_key,
 )
 from rpquery.read.candidates._search import SearchBudget, plan_slots, search_anchor
-from rpquery.read.request import CandidatesRequest, Params, as_candidates_request
+from rpquery.read.request import CandidatesRequest, Params, RequestGroup, as_candidates_request
 from rpquery.store import dialects
 
 GROUP_BY = ("aggregate", "trait")
@@ -154,16 +158,19 @@ def _run(
 ) -> Headroom:
     names = fetch_names(conn, req)
     sharing = fetch_sharing(conn, req, names)
-    hosts = [(int(i), str(u), n) for i, u, n in driver_rows(conn, hq.hosts_stmt(), {})]
-    keys = keys_per_host(conn, sharing)
-    if single_group_sql(req):
-        alone, fill = _sql_counts(conn, req, names, sharing, keys, [h for h, _, _ in hosts])
+    cut: list[bool] = []
+    if single_group_sql(req) and not sharing.shared_with:
+        hosts, alone, fill = _host_counts(conn, req.groups[0], names)
         method = "sql"
-        cut: list[bool] = []
     else:
-        cut = []
-        alone, fill = _search_counts(conn, req, names, sharing, budget, cut)
-        method = "search"
+        hosts = [(int(i), str(u), n) for i, u, n in driver_rows(conn, hq.hosts_stmt(), {})]
+        keys = keys_per_host(conn, sharing)
+        if single_group_sql(req):
+            alone, fill = _sql_counts(conn, req, names, sharing, keys, [h for h, _, _ in hosts])
+            method = "sql"
+        else:
+            alone, fill = _search_counts(conn, req, names, sharing, budget, cut)
+            method = "search"
     eligible = _eligible(conn, req, names, policies, [h for h, _, _ in hosts if alone.get(h)])
     in_total = fill(eligible)
     kept = set(eligible)
@@ -208,6 +215,35 @@ def _eligible(
 # ---------------------------------------------------------------- one group, in SQL
 
 
+@functools.lru_cache(maxsize=128)
+def _host_counts_stmt(g: RequestGroup, key: NamesKey) -> Select:
+    """:func:`rpquery.headroom_sql.host_counts_stmt`, built once per request shape."""
+    return hq.host_counts_stmt(g, q.Names(dict(key[0]), dict(key[1])))
+
+
+@functools.lru_cache(maxsize=128)
+def _units_stmt(g: RequestGroup, key: NamesKey, shared: tuple[int, ...]) -> Select:
+    """:func:`rpquery.headroom_sql.units_stmt`, built once per request shape."""
+    return hq.units_stmt(g, q.Names(dict(key[0]), dict(key[1])), shared)
+
+
+def _host_counts(
+    conn: Connection, g: RequestGroup, names: q.Names
+) -> tuple[list[tuple[int, str, str | None]], dict[int, int], Any]:
+    """One group that no sharing provider serves: every host's count in one statement
+    (no competition: the total is the sum)."""
+    hosts: list[tuple[int, str, str | None]] = []
+    alone: dict[int, int] = {}
+    for k, n, uuid, name in driver_rows(conn, _host_counts_stmt(g, names_key(names)), {}):
+        hosts.append((int(k), str(uuid), name))
+        alone[int(k)] = int(n)
+
+    def fill(eligible: list[int]) -> dict[int, int]:
+        return {h: alone[h] for h in eligible}
+
+    return hosts, alone, fill
+
+
 def _sql_counts(
     conn: Connection,
     req: CandidatesRequest,
@@ -219,7 +255,7 @@ def _sql_counts(
     g = req.groups[0]
     shared = sorted(set().union(*sharing.shared_with.values())) if sharing.shared_with else []
     units: dict[int, Units] = defaultdict(dict)
-    for k, rc, n in driver_rows(conn, hq.units_stmt(g, names, shared), {}):
+    for k, rc, n in driver_rows(conn, _units_stmt(g, names_key(names), tuple(shared)), {}):
         units[int(k)][int(rc)] = int(n or 0)
     classes = [-1] if g.is_granular else sorted(names.rc_ids[rc] for rc in g.resources)
     alone = {

@@ -23,6 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, Select
+from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.read import _clauses as clauses
 from rpquery.read.candidates import _sql as q
@@ -60,16 +61,14 @@ def _fits(group: RequestGroup, names: q.Names, inv: Any, used: Any) -> ColumnEle
     )
 
 
-def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
-    """Per host (or sharing provider) and class, how many times ``group``'s amount of the
-    class fits, summed over its providers (unsuffixed group); per host, how many times
-    all of a granular group's amounts fit one provider, summed over its providers
-    (class ``-1``). See the module docstring."""
+def _rows(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Any:
     inv = inventories.alias("inv")
     rp = resource_providers.alias("rp")
     joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
-    key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=rp.c.root_provider_id)
-    rows = (
+    key: ColumnElement[int] = rp.c.root_provider_id
+    if isinstance(sharing_ids, BindParameter) or sharing_ids:
+        key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=key)
+    return (
         sa.select(
             key.label("k"),
             rp.c.id.label("rp"),
@@ -84,6 +83,14 @@ def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Selec
         )
         .cte("r")
     )
+
+
+def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
+    """Per host (or sharing provider) and class, how many times ``group``'s amount of the
+    class fits, summed over its providers (unsuffixed group); per host, how many times
+    all of a granular group's amounts fit one provider, summed over its providers
+    (class ``-1``). See the module docstring."""
+    rows = _rows(group, names, sharing_ids)
     if not group.is_granular:
         return sa.select(rows.c.k, rows.c.rc, sa.func.sum(rows.c.n)).group_by(rows.c.k, rows.c.rc)
     per_rp = (
@@ -94,6 +101,31 @@ def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Selec
     )
     return sa.select(per_rp.c.k, sa.literal(-1, sa.Integer), sa.func.sum(per_rp.c.m)).group_by(
         per_rp.c.k
+    )
+
+
+def host_counts_stmt(group: RequestGroup, names: q.Names) -> Select:
+    """Without sharing providers: per host with room, its instances (the smallest over
+    classes of :func:`units_stmt`'s sums), uuid and name, by host id::
+
+        SELECT u.k, u.n, root.uuid, root.name FROM (SELECT k, MIN(s) AS n FROM
+            (<units_stmt>) GROUP BY k HAVING COUNT(*) = :classes) u
+        JOIN resource_providers root ON root.id = u.k WHERE u.n > 0 ORDER BY u.k"""
+    per_class = units_stmt(group, names, ()).subquery("per_class")
+    k, s = per_class.c[0], per_class.c[2]
+    classes = 1 if group.is_granular else len(group.resources)
+    u = (
+        sa.select(k.label("k"), sa.func.min(s).label("n"))
+        .group_by(k)
+        .having(sa.func.count() == classes)
+        .subquery("u")
+    )
+    root = resource_providers.alias("root")
+    return (
+        sa.select(u.c.k, u.c.n, root.c.uuid, root.c.name)
+        .select_from(u.join(root, root.c.id == u.c.k))
+        .where(u.c.n > 0)
+        .order_by(u.c.k)
     )
 
 
