@@ -16,6 +16,7 @@ from rpquery.aggregate_metadata.metadata import AggregateMetadataFilter, set_met
 from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
+from rpquery.insight import _why as why
 from rpquery.insight._why import Rejections, explain_no_candidates
 from rpquery.read.candidates import allocation_candidates
 from tests.factories import allocate, provider
@@ -120,6 +121,41 @@ def test_fit_hosts_are_the_candidates_hosts(filters_cloud: Database) -> None:
     result = allocation_candidates(filters_cloud, FILTERS_QUERY)
     roots = {ar.root_uuid for ar in result.allocation_requests}
     assert {h.uuid for h in answer.fit_examples} == roots
+
+
+def test_host_without_the_classes_counts_under_its_first_failing_filter(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host with none of the requested classes is told apart by its providers'
+    filters (member_of, required, forbidden come before no_inventory), counted in SQL
+    and per host alike."""
+    disk = {"DISK_GB": 100}
+    fast = ["CUSTOM_FAST"]
+    with db.begin() as conn:
+        provider(conn, "incl_cn", inventory=COMPUTE, aggregates=[AGG_A], traits=fast)
+        provider(conn, "excl_member_of", inventory=disk, traits=fast)
+        provider(conn, "excl_required_trait", inventory=disk, aggregates=[AGG_A])
+        provider(
+            conn,
+            "excl_forbidden_trait",
+            inventory=disk,
+            aggregates=[AGG_A],
+            traits=["CUSTOM_FAST", "CUSTOM_SLOW"],
+        )
+        provider(conn, "excl_no_inventory", inventory=disk, aggregates=[AGG_A], traits=fast)
+        # nothing anywhere in the tree; the child has the trait, the root the aggregate
+        bare = provider(conn, "excl_no_inventory_nested", aggregates=[AGG_A])
+        provider(conn, "excl_no_inventory_nested_child", parent=bare, traits=fast)
+    query = f"resources=VCPU:1,MEMORY_MB:64&member_of={AGG_A}&required=CUSTOM_FAST,!CUSTOM_SLOW"
+    answer = explain_no_candidates(db, query)
+    check_totals(answer)
+    assert answer.hosts == 6 and fitting(answer) == {"incl_cn"}
+    codes = by_code(answer)
+    assert codes.pop("no_inventory") == {"excl_no_inventory", "excl_no_inventory_nested"}
+    assert codes == {c: {f"excl_{c}"} for c in ("member_of", "required_trait", "forbidden_trait")}
+    assert {r.code: r.detail for r in answer.reasons}["no_inventory"] == "MEMORY_MB"
+    monkeypatch.setattr(why, "counted_in_sql", lambda *_: False)
+    assert explain_no_candidates(db, query) == answer
 
 
 def test_in_tree_first(db: Database) -> None:
@@ -239,6 +275,8 @@ def test_examples_are_capped_but_counts_are_not(db: Database) -> None:
     assert answer.fit == 0 and answer.reasons[0].count == 5
     assert len(answer.reasons[0].examples) == 2
     assert answer.summary() == "0/5 hosts fit: 5 no_capacity VCPU (largest free 1)"
+    # the same request with more examples (a statement cached per request shape)
+    assert len(explain_no_candidates(db, "resources=VCPU:2", examples=4).reasons[0].examples) == 4
 
 
 def test_bad_request_is_invalid_request(db: Database) -> None:

@@ -321,15 +321,46 @@ def _group_verdicts(
             None if room is None else float(room),
             tuple(int(f or 0) for f in flags),
         )
+    bare = [h for h in hosts if not _best(rows, keys, h)]
+    bare_verdicts = _bare_verdicts(conn, g, gi, names, stages, bare)
     for h in hosts:
         best = _best(rows, keys, h)
-        verdict = _host_verdict(g, gi, names, stages, best)
+        verdict = bare_verdicts.get(h) or _host_verdict(g, gi, names, stages, best)
         if verdict is not None:
             _note(first, h, verdict)
             if verdict[3] == "no_capacity":
                 room = best[names.rc_ids[verdict[5]]][1]
                 if room is not None:
                     free[(g.suffix, verdict[5])][h] = room
+
+
+def _bare_verdicts(
+    conn: Connection,
+    g: RequestGroup,
+    gi: int,
+    names: q.Names,
+    stages: Sequence[w.Stage],
+    bare: list[int],
+) -> dict[int, Verdict]:
+    """Hosts with no inventory of the group's classes (theirs or a sharing provider's):
+    the first filter none of their providers passes (:func:`rpquery.why_sql.bare_stmt`),
+    else ``no_inventory`` of the first class."""
+    stmt = w.bare_stmt(g, names, bare) if bare else None
+    if stmt is None:
+        return {}
+    classes = sorted(g.resources)
+    out: dict[int, Verdict] = {}
+    for host, value in driver_rows(conn, stmt, {}):
+        code, index = w.decode(int(value))
+        if code == "no_inventory":
+            detail = classes[index]
+        elif code == "required_trait" and not g.is_granular:
+            detail = w.text_of(g.required[index])
+        else:
+            detail = stages[index].detail
+        suffix = "" if code == "required_trait" and not g.is_granular else g.suffix
+        out[int(host)] = (w.RANK[code], gi, index, code, suffix, detail)
+    return out
 
 
 def _host_verdict(

@@ -287,6 +287,54 @@ def _class_verdict(level: Any, stages: Sequence[Stage], ci: int, n: int) -> Colu
     return sa.case(*whens, else_=PASS)
 
 
+def _bare_value(group: RequestGroup, names: q.Names, p: FromClause) -> ColumnElement[int] | None:
+    """The verdict of a host none of whose providers (nor a sharing provider) holds an
+    inventory of the group's classes, as an aggregate over the providers ``p`` of its
+    tree: the first filter stage none of them passes, or a set of the unsuffixed
+    group's required traits none of them has (after the tree and aggregate stages),
+    else ``no_inventory`` of the first class (:func:`encode`). ``None`` when the group
+    has no filter: such a host is ``no_inventory`` whatever its providers are."""
+    stages = filter_stages(group, names, p)
+    required = [] if group.is_granular else list(group.required)
+    if not stages and not required:
+        return None
+    n = len(stages)
+    whens = [(sa.not_(s.clause), j) for j, s in enumerate(stages)]
+    level = sa.case(*whens, else_=n) if whens else sa.literal(n, sa.Integer)
+    best = sa.func.max(level)
+    parts: list[ColumnElement[int]] = [
+        sa.case(
+            *((best == j, encode(s.code, j)) for j, s in enumerate(stages)),
+            else_=encode("no_inventory", 0),
+        )
+        if stages
+        else sa.literal(encode("no_inventory", 0), sa.Integer)
+    ]
+    pre = _pre_required(stages)
+    for i, any_of in enumerate(required):
+        has = sa.and_(level >= pre, clauses.has_any_trait(p.c.id, names.traits(any_of)))
+        flag = sa.func.max(sa.case((has, 1), else_=0))
+        parts.append(sa.case((flag == 0, encode("required_trait", i)), else_=PASS))
+    return parts[0] if len(parts) == 1 else dialects.least(*parts)
+
+
+def bare_stmt(group: RequestGroup, names: q.Names, ids: q.Ids) -> Select | None:
+    """Per host among ``ids`` (hosts without an inventory of the group's classes): its
+    verdict over every provider of its tree (see :func:`_bare_value`).
+
+    ``SELECT p.root_provider_id, <verdict> FROM resource_providers p
+    WHERE p.root_provider_id IN (:ids) GROUP BY p.root_provider_id``"""
+    p = resource_providers.alias("p")
+    value = _bare_value(group, names, p)
+    if value is None:
+        return None
+    return (
+        sa.select(p.c.root_provider_id, value)
+        .where(p.c.root_provider_id.in_(q._ids(ids)))
+        .group_by(p.c.root_provider_id)
+    )
+
+
 class first_ids(FunctionElement[str]):  # noqa: N801
     """MariaDB: ``GROUP_CONCAT(col ORDER BY col SEPARATOR ',' LIMIT n)``, the first
     ``n`` ids of a group as text (:func:`counted_stmt`'s examples without windows)."""
@@ -298,10 +346,8 @@ class first_ids(FunctionElement[str]):  # noqa: N801
 
 @compiles(first_ids)
 def _first_ids(element: first_ids, compiler: Any, **kw: Any) -> str:
-    col, n = list(element.clauses)
-    text = compiler.process(col, **kw)
-    limit = int(n.value)
-    return f"GROUP_CONCAT({text} ORDER BY {text} SEPARATOR ',' LIMIT {limit})"
+    col, limit = (compiler.process(c, **kw) for c in element.clauses)
+    return f"GROUP_CONCAT({col} ORDER BY {col} SEPARATOR ',' LIMIT {limit})"
 
 
 def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_name: str) -> Select:
@@ -310,13 +356,15 @@ def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_nam
     first ``examples`` hosts by id; every host that passes (``verdict = PASS``).
 
     ``r`` as in :func:`levels_stmt`, plus one row of NULLs per root (``UNION ALL``: a
-    root without an inventory of a requested class still gets a row, so is
-    ``no_inventory`` of the first class), pivoted per host (one ``MAX(CASE ...)`` per
-    class), its verdict the smallest of its classes' (``LEAST``). Then, on SQLite and
-    PostgreSQL, ``COUNT(*) OVER``, ``MAX(free) OVER`` and ``ROW_NUMBER() OVER
-    (PARTITION BY verdict ORDER BY host)`` (one row per example host); on MariaDB,
-    whose window functions cost several times the rest of the statement, ``GROUP BY
-    verdict`` with the examples as :class:`first_ids` text (one row per verdict). Only
+    root without an inventory of a requested class still gets a row), pivoted per host
+    (one ``MAX(CASE ...)`` per class), its verdict the smallest of its classes'
+    (``LEAST``); a host with none of the classes gets its verdict from a correlated
+    subquery over its tree's providers (:func:`bare_stmt`), run for those hosts only.
+    Then, on SQLite and PostgreSQL, ``COUNT(*) OVER``, ``MAX(free) OVER`` and
+    ``ROW_NUMBER() OVER (PARTITION BY verdict ORDER BY host)`` (one row per example
+    host); on MariaDB, whose window functions cost several times the rest of the
+    statement, ``GROUP BY verdict`` with the examples as :class:`first_ids` text (one
+    row per verdict). Only
     for one group that no sharing provider serves and that is not a granular group of
     several classes."""
     r, n = rows_cte(group, names, ())
@@ -354,6 +402,12 @@ def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_nam
         sa.case((ph.c[f"q{i}"] == 0, encode("required_trait", i)), else_=PASS) for i in range(nreq)
     ]
     verdict: ColumnElement[int] = parts[0] if len(parts) == 1 else dialects.least(*parts)
+    p = resource_providers.alias("p")
+    bare_value = _bare_value(group, names, p)
+    if bare_value is not None:  # no inventory of any class: the tree's providers decide
+        bare_verdict = sa.select(bare_value).where(p.c.root_provider_id == ph.c.k)
+        no_rows = sa.and_(*(ph.c[f"l{i}"].is_(None) for i in range(len(rc_ids))))
+        verdict = sa.case((no_rows, bare_verdict.scalar_subquery()), else_=verdict)
     free_of = sa.case(
         *((verdict == encode("no_capacity", i), ph.c[f"f{i}"]) for i in range(len(rc_ids))),
         else_=sa.null(),
@@ -362,7 +416,8 @@ def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_nam
     if dialect_name == "mysql":
         return sa.select(
             h.c.verdict,
-            first_ids(h.c.k, sa.literal(examples, sa.Integer)),
+            # the limit as text, so that SQLAlchemy's compiled cache keys on it
+            first_ids(h.c.k, sa.literal_column(str(int(examples)))),
             sa.func.count(),
             sa.func.max(h.c.free),
         ).group_by(h.c.verdict, sa.case((h.c.verdict == PASS, h.c.k)))
