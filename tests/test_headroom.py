@@ -162,3 +162,24 @@ def test_cli_headroom(db: Database) -> None:
     data = json.loads(js.output)
     assert data["total"] == 3 and data["method"] == "sql"
     assert {h["name"]: h["count"] for h in data["hosts"]} == {"cn1": 2, "cn2": 1}
+
+
+def test_one_group_is_one_statement_whatever_the_hosts(db: Database) -> None:
+    """A one-group request without sharing providers: the same statements for 3 hosts
+    and for 30 (the counts per host come from one statement)."""
+
+    def statements() -> int:
+        with db.count_statements() as counter:
+            headroom(db, "resources=VCPU:1,MEMORY_MB:256")
+        return counter.count
+
+    def add(first: int, last: int) -> None:
+        with db.begin() as conn:
+            for i in range(first, last):
+                provider(conn, f"cn{i}", inventory={"VCPU": 4, "MEMORY_MB": 1024})
+
+    add(0, 3)
+    small = statements()
+    add(3, 30)
+    assert statements() == small
+    assert headroom(db, "resources=VCPU:1,MEMORY_MB:256").total == 30 * 4

@@ -294,3 +294,28 @@ def test_cli_why(filters_cloud: Database) -> None:
     js = runner.invoke(main, ["--db", url, "why", FILTERS_QUERY, "--json"])
     data = json.loads(js.output)
     assert data["fit"] == 1 and data["reasons"][0]["code"] == "member_of"
+
+
+def test_statements_do_not_grow_with_hosts(db: Database) -> None:
+    """One grouped statement per request group, whatever the number of hosts: the same
+    statements for 3 hosts and for 30 (one group counted in SQL, and two groups)."""
+    one = "resources=VCPU:4,MEMORY_MB:512&required=!CUSTOM_SLOW"
+    two = one + "&resources_1=VCPU:1&group_policy=none"
+
+    def statements(query: str) -> int:
+        with db.count_statements() as counter:
+            explain_no_candidates(db, query)
+        return counter.count
+
+    def add(first: int, last: int) -> None:
+        with db.begin() as conn:
+            for i in range(first, last):
+                traits = ["CUSTOM_SLOW"] if i % 3 == 0 else []
+                host = provider(conn, f"cn{i}", inventory={"VCPU": 2 + i % 4}, traits=traits)
+                provider(conn, f"cn{i}_numa", parent=host, inventory={"MEMORY_MB": 1024})
+
+    add(0, 3)
+    small = statements(one), statements(two)
+    add(3, 30)
+    assert (statements(one), statements(two)) == small
+    assert explain_no_candidates(db, one).hosts == 30

@@ -28,8 +28,9 @@ are left. The stages reuse the candidate query's own clauses, so a host told to 
 a host :func:`rpquery.read.candidates.allocation_candidates` returns.
 
 Where a filter is tested: on the providers that hold an inventory of a requested class
-(a host with none of it counts as ``no_inventory``, whatever else it lacks). Sharing
-providers count for every host they share with.
+(sharing providers count for every host they share with); a host with none of the
+group's classes, on every provider of its tree (the first filter none passes, else
+``no_inventory``).
 """
 
 from __future__ import annotations
