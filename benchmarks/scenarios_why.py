@@ -8,8 +8,8 @@ runs on its own, loading its own cloud into scratch databases::
     .venv/bin/python -m benchmarks.scenarios_why --hosts 5000 \\
         --backends sqlite,postgresql,mysql --rounds 7
 
-which prints the median of each scenario per backend. No Placement twin: Placement
-has no such answer.
+which prints the median and minimum of each scenario per backend and the statements
+one call sends. No Placement twin: Placement has no such answer.
 """
 
 from __future__ import annotations
@@ -90,13 +90,14 @@ BUILDERS: dict[str, Callable[[Context], Prepared]] = {
 }
 
 
-def _median_ms(fn: Callable[[], Any], rounds: int) -> float:
+def _times_ms(fn: Callable[[], Any], rounds: int) -> tuple[float, float]:
+    """Median and minimum of ``rounds`` calls, in ms."""
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
         fn()
         times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+    return statistics.median(times) * 1000, min(times) * 1000
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,9 +112,14 @@ def main(argv: list[str] | None = None) -> None:
             ctx = Context(db, cloud, backend)
             for name, build in BUILDERS.items():
                 prepared = build(ctx)
-                prepared.run()  # warm-up
-                ms = _median_ms(prepared.run, args.rounds)
-                print(f"{backend}: {args.hosts} hosts: {name} median {ms:.1f} ms")
+                with db.count_statements() as counter:
+                    prepared.run()  # warm-up
+                ms, least = _times_ms(prepared.run, args.rounds)
+                print(
+                    f"{backend}: {args.hosts} hosts: {name} median {ms:.1f} ms "
+                    f"(min {least:.1f}), {counter.count} statements per call",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
