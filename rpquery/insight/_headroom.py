@@ -217,13 +217,13 @@ def _eligible(
 
 @functools.lru_cache(maxsize=128)
 def _host_counts_stmt(g: RequestGroup, key: NamesKey) -> Select:
-    """:func:`rpquery.headroom_sql.host_counts_stmt`, built once per request shape."""
+    """:func:`rpquery.insight._headroom_sql.host_counts_stmt`, built once per request shape."""
     return hq.host_counts_stmt(g, q.Names(dict(key[0]), dict(key[1])))
 
 
 @functools.lru_cache(maxsize=128)
 def _units_stmt(g: RequestGroup, key: NamesKey, shared: tuple[int, ...]) -> Select:
-    """:func:`rpquery.headroom_sql.units_stmt`, built once per request shape."""
+    """:func:`rpquery.insight._headroom_sql.units_stmt`, built once per request shape."""
     return hq.units_stmt(g, q.Names(dict(key[0]), dict(key[1])), shared)
 
 

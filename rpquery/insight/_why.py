@@ -209,7 +209,7 @@ Counted = dict[Verdict, tuple[int, list[int], float | None]]
 def _counted_plan(
     g: RequestGroup, key: NamesKey, examples: int, dialect_name: str
 ) -> tuple[Select, tuple[w.Stage, ...]]:
-    """:func:`rpquery.why_sql.counted_stmt` and the group's filter stages, built once
+    """:func:`rpquery.insight._why_sql.counted_stmt` and the group's filter stages, built once
     per request shape (as the candidate query caches its statements)."""
     names = q.Names(dict(key[0]), dict(key[1]))
     stages = w.filter_stages(g, names, resource_providers.alias("rp"))
@@ -344,7 +344,7 @@ def _bare_verdicts(
     bare: list[int],
 ) -> dict[int, Verdict]:
     """Hosts with no inventory of the group's classes (theirs or a sharing provider's):
-    the first filter none of their providers passes (:func:`rpquery.why_sql.bare_stmt`),
+    the first filter none of their providers passes (:func:`rpquery.insight._why_sql.bare_stmt`),
     else ``no_inventory`` of the first class."""
     stmt = w.bare_stmt(g, names, bare) if bare else None
     if stmt is None:
