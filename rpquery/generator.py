@@ -28,6 +28,7 @@ import random
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -38,6 +39,7 @@ from sqlalchemy.engine import Connection
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
 from rpquery.store import catalog, dialects, migrations
+from rpquery.usage import provider_totals, summary
 from rpquery.store.tables import (
     allocations,
     consumer_counts,
@@ -64,9 +66,12 @@ __all__ = [
     "CONSUMER_TYPES",
     "CUSTOM_TRAITS",
     "FLAVORS",
+    "GROUPED",
     "INVENTORY_COLS",
     "PROVIDER_COLS",
     "RACKS",
+    "SUMMARY_INSERT_TRIGGERS",
+    "TRIGGERS",
     "CloudSpec",
     "CloudSummary",
     "Progress",
@@ -91,6 +96,14 @@ BULK_TABLES = (
     consumer_counts,
     provider_usages,
 )
+#: The insert triggers of the usage summaries (migrations rpq0006 and rpq0007) that a
+#: grouped load suspends and does the work of (``load_cloud(summaries="grouped")``).
+SUMMARY_INSERT_TRIGGERS = {
+    "allocations": ("rpq_usage_alloc_insert", "rpq_provider_usage_insert"),
+    "consumers": ("rpq_usage_consumer_insert",),
+}
+GROUPED = "grouped"
+TRIGGERS = "triggers"
 CONSUMER_TYPES = ("INSTANCE", "MIGRATION")
 CUSTOM_TRAITS = ("CUSTOM_GPU", "CUSTOM_LICENSED_WINDOWS", "CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
 RACKS = 8
@@ -173,6 +186,9 @@ class CloudSummary:
     user_ids: tuple[str, ...]
     #: A few root provider uuids (for ``in_tree`` and write scenarios).
     sample_hosts: tuple[str, ...] = field(default=())
+    #: How the usage summaries learnt the loaded rows: ``"grouped"`` (one grouped pass,
+    #: triggers suspended) or ``"triggers"`` (MySQL/MariaDB, or asked for).
+    summaries: str = "triggers"
 
 
 # ---------------------------------------------------------------- planning (no database)
@@ -465,23 +481,50 @@ class _Writer:
             self.write(table, cols, chunk, len(rows))
 
 
-def load_cloud(db: Database, spec: CloudSpec, *, progress: Progress | None = None) -> CloudSummary:
+def load_cloud(
+    db: Database,
+    spec: CloudSpec,
+    *,
+    progress: Progress | None = None,
+    summaries: str = GROUPED,
+) -> CloudSummary:
     """Upgrade the schema, then write the cloud described by ``spec`` in one transaction.
 
     ``progress(stage, done, total)`` is called after each chunk (stage = table name;
     for allocations ``total`` is an estimate). Provider names must not collide with
     existing ones (change ``name_prefix`` to load a second cloud): a collision raises
     :class:`~rpquery.errors.Conflict` and nothing is written.
+
+    ``summaries``: ``"grouped"`` (default) suspends the usage summaries' insert
+    triggers for the load's transaction, holding off other writers of ``allocations``
+    and ``consumers`` (readers go on), and adds the loaded rows to the summaries in one
+    grouped pass per table before committing (PostgreSQL, SQLite; on MySQL/MariaDB,
+    where trigger DDL would commit, and on PostgreSQL without the tables' ownership,
+    the triggers do the work). ``"triggers"`` lets the triggers do it as rows are
+    written. Both leave the same summaries; ``CloudSummary.summaries`` says which ran.
     """
+    if summaries not in (GROUPED, TRIGGERS):
+        raise InvalidRequest(
+            "rpquery.generator.bad_option",
+            f"summaries={summaries!r}: expected {GROUPED!r} or {TRIGGERS!r}",
+            token="summaries",
+        )
     started = time.perf_counter()
     migrations.upgrade(db)
-    with db.begin() as conn:
+    with db.begin() as conn, _summaries_mode(conn, summaries) as grouped:
         ids = _prepare_ids(conn)
+        first = dict(ids.next)
         plan = _Planner(spec, ids).build()
         people = _people(conn, spec)
         writer = _Writer(conn, progress)
         _write_topology(writer, plan)
         n_consumers = _write_allocations(writer, plan, spec, ids, people)
+        if grouped:
+            last = {table: ids.next[table] - 1 for table in first}
+            summary.add_new_consumers(conn, first["consumers"], last["consumers"])
+            provider_totals.add_new_allocations(conn, first["allocations"], last["allocations"])
+            if progress is not None:
+                progress("usage summaries", 1, 1)
         for table in (
             resource_providers,
             inventories,
@@ -506,7 +549,18 @@ def load_cloud(db: Database, spec: CloudSpec, *, progress: Progress | None = Non
         project_ids=tuple(ext for _, ext in people.projects),
         user_ids=tuple(ext for group in people.users for _, ext in group),
         sample_hosts=tuple(uuid_of[h.root] for h in plan.hosts[::step][:10]),
+        summaries=GROUPED if grouped else TRIGGERS,
     )
+
+
+@contextmanager
+def _summaries_mode(conn: Connection, summaries: str) -> Iterator[bool]:
+    """Yields whether the load does the summaries' work itself (triggers suspended)."""
+    if summaries == TRIGGERS:
+        yield False
+        return
+    with dialects.triggers_suspended(conn, SUMMARY_INSERT_TRIGGERS) as suspended:
+        yield suspended
 
 
 def _write_topology(writer: _Writer, plan: _Plan) -> None:

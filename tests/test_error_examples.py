@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from rpquery.aggregate_metadata import metadata as am
+from rpquery.db import Database
 from rpquery.errors import RpqueryError
-from rpquery.generator import CloudSpec
+from rpquery.generator import CloudSpec, load_cloud
 from rpquery.read.request import (
     CandidatesRequest,
     ProvidersRequest,
@@ -183,6 +184,10 @@ EXAMPLES: dict[str, list[Callable[[], Any]]] = {
         lambda: conflicts.parse_rules("system", [["ha"]]),
     ],
     "rpquery.generator.bad_spec": [lambda: CloudSpec(hosts=0)],
+    # refused before the database is touched
+    "rpquery.generator.bad_option": [
+        lambda: load_cloud(Database("sqlite://"), CloudSpec(hosts=1), summaries="later")
+    ],
 }
 
 

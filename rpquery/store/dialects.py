@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, exc, func, select
+from sqlalchemy import Select, Table, bindparam, exc, func, select
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -50,8 +51,10 @@ __all__ = [
     "explain_prefix",
     "floor_int",
     "in_id_list",
+    "indexes_deferred",
     "insert_ignore",
     "insert_ignore_explicit_ids",
+    "insert_select_adding",
     "is_charset_error",
     "is_retryable",
     "least",
@@ -66,6 +69,7 @@ __all__ = [
     "refresh_statistics",
     "sync_id_sequence",
     "to_int",
+    "triggers_suspended",
 ]
 
 # ---------------------------------------------------------------- SQL constructs
@@ -529,6 +533,96 @@ def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
         conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(names)}").all()
     else:
         conn.exec_driver_sql("ANALYZE")
+
+
+@contextmanager
+def triggers_suspended(conn: Connection, triggers: Mapping[str, Sequence[str]]) -> Iterator[bool]:
+    """Inside this write transaction, the named triggers (``{table: names}``) do not
+    fire and no other session writes those tables; yields whether that holds.
+
+    For a bulk load that does the triggers' work itself in one grouped pass. Nobody
+    else can see the triggers off: the change is part of the transaction, other
+    writers of the tables wait until it ends, and a rollback (any exception: the
+    transaction must not commit after one) puts everything back.
+
+    - PostgreSQL: ``LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE`` (writers wait, readers
+      do not) and ``ALTER TABLE ... DISABLE TRIGGER``, re-enabled before the block
+      ends. Altering a table needs its owner: without the privilege (or the lock),
+      yields ``False`` and the triggers stay on.
+    - SQLite: the write transaction holds the database's only write lock already; the
+      triggers are dropped and re-created from their stored SQL (DDL is
+      transactional there).
+    - MySQL/MariaDB: yields ``False``. Trigger DDL commits the transaction there, so
+      the triggers cannot be turned off atomically, and stay on.
+    """
+    dialect = conn.dialect.name
+    quote = conn.dialect.identifier_preparer.quote
+    if dialect == "postgresql":
+        tables = ", ".join(quote(t) for t in triggers)
+        try:
+            with conn.begin_nested():
+                conn.exec_driver_sql(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE")
+                _alter_triggers(conn, triggers, "DISABLE")
+        except exc.DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) != "42501":  # insufficient_privilege
+                raise
+            yield False
+            return
+        yield True
+        _alter_triggers(conn, triggers, "ENABLE")
+        return
+    if dialect == "sqlite":
+        names = [n for group in triggers.values() for n in group]
+        marks = ", ".join("?" for _ in names)
+        stored = conn.exec_driver_sql(
+            f"SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN ({marks})",
+            tuple(names),
+        ).all()
+        for name, _ in stored:
+            conn.exec_driver_sql(f"DROP TRIGGER {quote(name)}")
+        yield True
+        for _, sql in stored:
+            conn.exec_driver_sql(sql)
+        return
+    yield False
+
+
+def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:
+    quote = conn.dialect.identifier_preparer.quote
+    for table, names in triggers.items():
+        each = ", ".join(f"{action} TRIGGER {quote(n)}" for n in names)
+        conn.exec_driver_sql(f"ALTER TABLE {quote(table)} {each}")
+
+
+def insert_select_adding(
+    conn: Connection,
+    table: Table,
+    columns: Sequence[str],
+    query: Select[Any],
+    *,
+    key: Sequence[str],
+    add: Sequence[str],
+) -> None:
+    """``INSERT INTO table (columns) <query>``; where a row with the same ``key``
+    exists, its ``add`` columns are increased by the new values instead (``ON CONFLICT
+    ... DO UPDATE`` on PostgreSQL and SQLite, ``ON DUPLICATE KEY UPDATE`` on
+    MySQL/MariaDB). ``query`` must have a ``WHERE`` clause (SQLite's parser needs one
+    before ``ON CONFLICT``)."""
+    name = conn.dialect.name
+    if name in ("postgresql", "sqlite"):
+        module = pg_dialect if name == "postgresql" else sqlite_dialect
+        upsert = module.insert(table).from_select(list(columns), query)
+        conn.execute(
+            upsert.on_conflict_do_update(
+                index_elements=list(key),
+                set_={c: table.c[c] + upsert.excluded[c] for c in add},
+            )
+        )
+    elif name in ("mysql", "mariadb"):
+        my = mysql_dialect.insert(table).from_select(list(columns), query)
+        conn.execute(my.on_duplicate_key_update({c: table.c[c] + my.inserted[c] for c in add}))
+    else:  # pragma: no cover - only the three supported backends
+        raise NotImplementedError(name)
 
 
 def refresh_after_bulk_load(engine: Engine, tables: Sequence[Table]) -> None:

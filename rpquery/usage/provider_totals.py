@@ -25,13 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from rpquery.db import Database
 from rpquery.store import dialects
 from rpquery.store.dialects import to_int
 from rpquery.store.tables import allocations, provider_usages
 
-__all__ = ["UsageDrift", "rebuild_provider_usages", "recomputed_select", "verify_provider_usages"]
+__all__ = [
+    "UsageDrift",
+    "add_new_allocations",
+    "rebuild_provider_usages",
+    "recomputed_select",
+    "verify_provider_usages",
+]
 
 
 @dataclass(frozen=True)
@@ -44,12 +51,28 @@ class UsageDrift:
     actual: int
 
 
-def recomputed_select() -> sa.Select[Any]:
+def recomputed_select(*where: sa.ColumnElement[bool]) -> sa.Select[Any]:
     """``SELECT resource_provider_id, resource_class_id, SUM(used) FROM allocations
-    GROUP BY resource_provider_id, resource_class_id``"""
+    [WHERE ...] GROUP BY resource_provider_id, resource_class_id``"""
     a = allocations
     key = (a.c.resource_provider_id, a.c.resource_class_id)
-    return sa.select(*key, sa.func.sum(a.c.used)).group_by(*key)
+    return sa.select(*key, sa.func.sum(a.c.used)).where(*where).group_by(*key)
+
+
+def add_new_allocations(conn: Connection, first_id: int, last_id: int) -> None:
+    """Add the allocation rows with ids ``first_id..last_id`` to the stored usages in
+    one grouped pass: what the insert trigger would have done, for rows written in
+    this transaction with it suspended (the bulk loader,
+    :func:`rpquery.generator.load_cloud`; other writers held off by
+    :func:`rpquery.store.dialects.triggers_suspended`). Stored rows are added to."""
+    dialects.insert_select_adding(
+        conn,
+        provider_usages,
+        ["resource_provider_id", "resource_class_id", "used"],
+        recomputed_select(allocations.c.id.between(first_id, last_id)),
+        key=["resource_provider_id", "resource_class_id"],
+        add=["used"],
+    )
 
 
 def verify_provider_usages(db: Database) -> list[UsageDrift]:

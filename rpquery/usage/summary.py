@@ -35,6 +35,7 @@ __all__ = [
     "NO_TYPE",
     "TOTALS",
     "SummaryDifference",
+    "add_new_consumers",
     "rebuild_usage_summary",
     "recomputed_counts_select",
     "recomputed_totals_select",
@@ -65,9 +66,10 @@ def _type_key(c: sa.Table) -> sa.ColumnElement[int]:
     return sa.func.coalesce(c.c.consumer_type_id, NO_TYPE)
 
 
-def recomputed_totals_select() -> sa.Select[Any]:
+def recomputed_totals_select(*where: sa.ColumnElement[bool]) -> sa.Select[Any]:
     """``(project_id, user_id, type_key, resource_class_id, used, allocation_count)``
-    recomputed from every allocation whose consumer row exists::
+    recomputed from every allocation whose consumer row exists (and ``where``, on
+    ``consumers`` and ``allocations``, holds)::
 
         SELECT c.project_id, c.user_id, COALESCE(c.consumer_type_id, 0),
                a.resource_class_id, SUM(a.used), COUNT(*)
@@ -79,17 +81,18 @@ def recomputed_totals_select() -> sa.Select[Any]:
     return (
         sa.select(*key, sa.func.sum(a.c.used), sa.func.count())
         .select_from(a.join(c, c.c.uuid == a.c.consumer_id))
+        .where(*where)
         .group_by(*key)
     )
 
 
-def recomputed_counts_select() -> sa.Select[Any]:
+def recomputed_counts_select(*where: sa.ColumnElement[bool]) -> sa.Select[Any]:
     """``(project_id, user_id, type_key, consumer_count)``: consumers with at least one
-    allocation row, per key."""
+    allocation row (and ``where``, on ``consumers``, holds), per key."""
     a, c = allocations, consumers
     key = (c.c.project_id, c.c.user_id, _type_key(c))
     has_rows = sa.exists().where(a.c.consumer_id == c.c.uuid)
-    return sa.select(*key, sa.func.count()).where(has_rows).group_by(*key)
+    return sa.select(*key, sa.func.count()).where(has_rows, *where).group_by(*key)
 
 
 def _stored_totals() -> sa.Select[Any]:
@@ -154,6 +157,35 @@ def rebuild_usage_summary(db: Database) -> None:
     share-locks the rows it reads; SQLite writers queue anyway."""
     with db.begin() as conn:
         _rebuild(conn)
+
+
+def add_new_consumers(conn: Connection, first_id: int, last_id: int) -> None:
+    """Add to the summary, in one grouped pass per table, what its insert triggers
+    would have added for the consumers with ids ``first_id..last_id`` and their
+    allocation rows, written in this transaction with those triggers suspended (the
+    bulk loader, :func:`rpquery.generator.load_cloud`).
+
+    The consumers must be new (they counted nowhere before) and every allocation row
+    written with them must belong to one of them; other writers must be held off
+    (:func:`rpquery.store.dialects.triggers_suspended` does). Existing summary rows are
+    added to, so loading into a non-empty database stays exact."""
+    new = consumers.c.id.between(first_id, last_id)
+    dialects.insert_select_adding(
+        conn,
+        usage_totals,
+        ["project_id", "user_id", "type_key", "resource_class_id", "used", "allocation_count"],
+        recomputed_totals_select(new),
+        key=["project_id", "user_id", "type_key", "resource_class_id"],
+        add=["used", "allocation_count"],
+    )
+    dialects.insert_select_adding(
+        conn,
+        consumer_counts,
+        ["project_id", "user_id", "type_key", "consumer_count"],
+        recomputed_counts_select(new),
+        key=["project_id", "user_id", "type_key"],
+        add=["consumer_count"],
+    )
 
 
 def _rebuild(conn: Connection) -> None:
