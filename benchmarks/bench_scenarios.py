@@ -27,6 +27,8 @@ from benchmarks import explain
 from benchmarks.config import CONFIG_ENV, SCALES, RunConfig, scratch_database
 from benchmarks.scenarios import REGISTRY, Context, Prepared, Scenario, load_plugins
 from rpquery.generator import CloudSpec, load_cloud
+from rpquery.usage.provider_totals import verify_provider_usages
+from rpquery.usage.summary import verify_usage_summary
 
 CONFIG = RunConfig.load(os.environ[CONFIG_ENV])
 SCALE = SCALES[CONFIG.scale]
@@ -69,6 +71,8 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[Context]:
             db, CloudSpec(hosts=hosts, seed=CONFIG.seed), progress=_progress(label)
         )
         sys.stderr.write(f"\r  loaded {label} in {summary.seconds:.1f} s{' ' * 50}\n")
+        started = time.perf_counter()
+        drift = len(verify_usage_summary(db)) + len(verify_provider_usages(db))
         _append(
             "loads",
             {
@@ -78,6 +82,11 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[Context]:
                 "allocations": summary.allocations,
                 "consumers": summary.consumers,
                 "seconds": round(summary.seconds, 2),
+                "summaries": summary.summaries,
+                "loadavg_5m": round(os.getloadavg()[1], 1),  # a busy machine loads slower
+                # the usage summaries checked against a recomputation after the load
+                "summaries_exact": drift == 0,
+                "verify_seconds": round(time.perf_counter() - started, 2),
             },
         )
         yield Context(db, summary, backend)
@@ -168,3 +177,30 @@ def test_http_view(cloud: Context) -> None:
 @pytest.mark.parametrize("name", WRITES)
 def test_write(benchmark: Any, cloud: Context, name: str) -> None:
     _measure(benchmark, cloud, REGISTRY[name])
+
+
+CLAIMS = {"claim_1_writer", "claim_8_writers"}
+
+
+@pytest.mark.skipif(not CONFIG.placement, reason="run with --placement")
+@pytest.mark.skipif(
+    bool(CONFIG.scenarios) and not CLAIMS & set(CONFIG.scenarios),
+    reason="no claim scenario selected",
+)
+def test_placement_writes_side_by_side(cloud: Context) -> None:
+    """Claims/s against Placement's ``PUT /allocations/{consumer}`` (after the writes)."""
+    from benchmarks import side_by_side
+
+    try:
+        side_by_side.claims_side_by_side(cloud, _append)
+    except Exception as error:
+        _append(
+            "placement_writes",
+            {
+                "backend": cloud.backend,
+                "hosts": cloud.cloud.hosts,
+                "writers": "(all)",
+                "error": f"failed: {error!r}"[:500],
+            },
+        )
+        raise

@@ -59,7 +59,8 @@ def add_records(out: Path, kind: str, records: list[dict[str, Any]]) -> None:
 def _records(out: Path) -> dict[str, Any]:
     path = out / "records.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    for kind in ("loads", "results", "placement", "http", "contention", "cluster"):
+    kinds = ("loads", "results", "placement", "placement_writes", "http", "contention", "cluster")
+    for kind in kinds:
         data.setdefault(kind, [])
     return data
 
@@ -95,6 +96,9 @@ def build(out: Path, config: RunConfig, notes: dict[str, str], baseline: Path | 
             r["change_pct"] = round(100 * (r["median_ms"] / old["median_ms"] - 1), 1)
     (out / "results.json").write_text(json.dumps(_trimmed(data), indent=1, default=str))
     plots = _plots(out, data["results"])
+    scale_plot = _scale_plot(out, data["results"])
+    if scale_plot:
+        plots = [scale_plot, *plots]
     ratio_plot = _ratio_plot(out, data["placement"])
     (out / "report.md").write_text(_markdown(data, plots, ratio_plot))
     return _short_table(data["results"])
@@ -162,6 +166,130 @@ def _plots(out: Path, results: list[dict[str, Any]]) -> list[str]:
         plt.close(fig)
         names.append(name)
     return names
+
+
+#: The candidate requests whose cost against cloud size the scale section shows:
+#: ``limit=10`` should stay flat, ``limit=1000`` nearly so, the whole cloud grows.
+SCALE_SCENARIOS = (
+    (LIMIT10, "limit=10", "-"),
+    ("candidates_limit1000", "limit=1000", "--"),
+    ("candidates_forbidden_trait", "whole cloud", ":"),
+)
+
+
+def _scale_points(results: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:
+    """``{(backend, scenario): {hosts: median ms}}`` of the scale section's scenarios."""
+    wanted = {name for name, _, _ in SCALE_SCENARIOS}
+    points: dict[tuple[str, str], dict[int, float]] = {}
+    for r in results:
+        if r["scenario"] in wanted and r.get("median_ms"):
+            points.setdefault((r["backend"], r["scenario"]), {})[int(r["hosts"])] = r["median_ms"]
+    return points
+
+
+def _scale_plot(out: Path, results: list[dict[str, Any]]) -> str | None:
+    """``scale-candidates.png``: median latency of limit=10, limit=1000 and whole-cloud
+    candidates against hosts (log–log), one colour per backend; only with two sizes
+    or more."""
+    points = _scale_points(results)
+    if len({h for series in points.values() for h in series}) < 2:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    backends = sorted({b for b, _ in points})
+    colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]
+    sizes: set[int] = set()
+    for i, backend in enumerate(backends):
+        for name, label, style in SCALE_SCENARIOS:
+            series = points.get((backend, name))
+            if not series:
+                continue
+            xs = sorted(series)
+            sizes.update(xs)
+            ax.plot(
+                xs,
+                [series[x] for x in xs],
+                style,
+                marker="o",
+                color=colors[i % len(colors)],
+                label=f"{backend}: {label}",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(sorted(sizes), [f"{x:,}" for x in sorted(sizes)])
+    ax.minorticks_off()
+    ax.set_xlabel("hosts in the cloud")
+    ax.set_ylabel("median latency (ms)")
+    ax.set_title("Allocation candidates vs cloud size (limit=10 should stay flat)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(out / "scale-candidates.png", dpi=90)
+    plt.close(fig)
+    return "scale-candidates.png"
+
+
+def _scale_section(data: dict[str, Any]) -> list[str]:
+    """Load time and the three candidate timings per backend and size, and how much
+    ``limit=10`` grew from the smallest to the largest cloud."""
+    points = _scale_points(data["results"])
+    loads = {(r["backend"], int(r["hosts"])): r for r in data["loads"]}
+    rows_of = {
+        (r["backend"], int(r["hosts"])): r.get("rows")
+        for r in data["results"]
+        if r["scenario"] == "candidates_forbidden_trait"
+    }
+    keys = sorted(
+        {(b, h) for (b, _), series in points.items() for h in series},
+        key=lambda k: (k[0], k[1]),
+    )
+    if not keys:
+        return []
+    md = ["## Candidates vs cloud size", ""]
+    rows = []
+    for backend, hosts in keys:
+        load = loads.get((backend, hosts), {})
+        whole = points.get((backend, "candidates_forbidden_trait"), {}).get(hosts)
+        n = rows_of.get((backend, hosts))
+        rows.append(
+            [
+                backend,
+                hosts,
+                load.get("seconds"),
+                points.get((backend, LIMIT10), {}).get(hosts),
+                points.get((backend, "candidates_limit1000"), {}).get(hosts),
+                whole,
+                n,
+                round(1000 * whole / n, 1) if whole and n else None,
+            ]
+        )
+    md += _table(
+        [
+            "backend",
+            "hosts",
+            "load s",
+            "limit=10 ms",
+            "limit=1000 ms",
+            "whole cloud ms",
+            "candidates",
+            "µs per candidate",
+        ],
+        rows,
+    )
+    md.append("")
+    for (backend, name), series in sorted(points.items()):
+        if name == LIMIT10 and len(series) >= 2:
+            small, large = min(series), max(series)
+            md.append(
+                f"- {backend}: `limit=10` {series[small]:.1f} ms at {small:,} hosts, "
+                f"{series[large]:.1f} ms at {large:,} hosts "
+                f"(× {series[large] / series[small]:.2f} for × {large // small:,} hosts)"
+            )
+    return md
 
 
 def _ratio_plot(out: Path, records: list[dict[str, Any]]) -> str | None:
@@ -249,8 +377,26 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
     for what, why in meta["notes"].items():
         md.append(f"- **{what} skipped**: {why}")
     md += ["", "## Cloud load times", ""]
+    md += [
+        "One transaction per cloud (schema upgrade and statistics refresh included). "
+        "Usage summaries: `grouped` = filled by one grouped pass with their insert "
+        "triggers suspended, `triggers` = by the triggers as rows were written; exact = "
+        "equal to their recomputation afterwards (`verify_usage_summary`, "
+        "`verify_provider_usages`). Load average: 5-minute, at the end of the load.",
+        "",
+    ]
     md += _table(
-        ["backend", "hosts", "providers", "allocations", "consumers", "load s"],
+        [
+            "backend",
+            "hosts",
+            "providers",
+            "allocations",
+            "consumers",
+            "load s",
+            "summaries",
+            "exact",
+            "load avg",
+        ],
         [
             [
                 r["backend"],
@@ -259,22 +405,31 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
                 r["allocations"],
                 r["consumers"],
                 r["seconds"],
+                r.get("summaries"),
+                _exact(r.get("summaries_exact")),
+                r.get("loadavg_5m"),
             ]
             for r in data["loads"]
         ],
     )
+    md += ["", *_scale_section(data)]
     md += ["", "## Latency", ""]
     md += _latency_tables(data["results"])
     md += [f"![latency on {p}]({p})" for p in plots]
     md += ["", *_explain_section(data["results"])]
-    md += ["", *_placement_section(data["placement"])]
+    md += ["", *_placement_section(data["placement"], data["placement_writes"])]
     if ratio_plot:
         md += ["", f"![rpquery vs Placement]({ratio_plot})"]
+    md += ["", *_placement_writes_section(data["placement_writes"])]
     md += ["", *http_view.markdown(data["http"])]
     md += ["", *_contention_section(data["contention"])]
     md += ["", *_cluster_section(data["cluster"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
+
+
+def _exact(checked: bool | None) -> str | None:
+    return None if checked is None else "yes" if checked else "**NO**"
 
 
 def _contention_section(rows: list[dict[str, Any]]) -> list[str]:
@@ -408,8 +563,12 @@ def _limit10_verdict(checked: list[dict[str, Any]]) -> list[str]:
     return lines if found else []
 
 
-def _placement_section(records: list[dict[str, Any]]) -> list[str]:
+def _placement_section(
+    records: list[dict[str, Any]], writes: list[dict[str, Any]] | None = None
+) -> list[str]:
     md = ["## Side by side with OpenStack Placement", ""]
+    if not records and writes:
+        return md
     if not records:
         return [*md, "Not run in this report (`make bench-placement` runs it)."]
     rows = [
@@ -432,6 +591,55 @@ def _placement_section(records: list[dict[str, Any]]) -> list[str]:
     ]
     md += _table(
         ["scenario", "backend", "hosts", "rpquery ms", "Placement ms", "ratio", "answers"], rows
+    )
+    return md
+
+
+def _placement_writes_section(records: list[dict[str, Any]]) -> list[str]:
+    if not records:
+        return []
+    md = [
+        "### Writes: claims/s against Placement's `PUT /allocations/{consumer}`",
+        "",
+        "New consumers, `VCPU:1,MEMORY_MB:256` on one of 400 VCPU providers, one writer "
+        "(8 claims per round) and 8 writer threads (4 each); median of "
+        f"{records[0].get('rounds', '?')} rounds after a warm-up. rpquery through its "
+        "library write function (`replace_allocations`) and through its own WSGI app "
+        "(the same `PUT`, microversion 1.39, in-process); Placement in-process WSGI on "
+        "the same database (psycopg 2 on PostgreSQL). Placement's rate counts claims "
+        "answered 204 only; ratio = rpquery library / Placement.",
+        "",
+    ]
+
+    def statuses(value: Any) -> str:
+        if not isinstance(value, dict):
+            return ""
+        return ", ".join(f"{k}×{v}" for k, v in value.items())
+
+    md += _table(
+        [
+            "backend",
+            "hosts",
+            "writers",
+            "rpquery library claims/s",
+            "rpquery WSGI claims/s",
+            "Placement claims/s",
+            "ratio",
+            "Placement answers",
+        ],
+        [
+            [
+                r["backend"],
+                r["hosts"],
+                r["writers"],
+                r.get("rpquery_library_per_s"),
+                r.get("rpquery_wsgi_per_s"),
+                r.get("placement_per_s"),
+                r.get("ratio"),
+                statuses(r.get("placement_statuses")) or r.get("error", ""),
+            ]
+            for r in records
+        ],
     )
     return md
 

@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         backends=tuple(b for b in wanted if b in urls),
         out_dir=str(out),
         urls=urls,
-        scenarios=tuple(s.strip() for s in args.scenarios.split(",") if s.strip()),
+        scenarios=tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
+        or SCALES[args.scale].scenarios,
         placement=placement_ok,
         seed=args.seed,
     )

@@ -330,7 +330,7 @@ def usages_one_user_one_type(ctx: Context) -> Prepared:
 # ---------------------------------------------------------------- write scenarios
 
 
-def _vcpu_providers(db: Database, limit: int = 400) -> list[str]:
+def vcpu_providers(db: Database, limit: int = 400) -> list[str]:
     """Providers with VCPU inventory (roots of flat hosts, NUMA nodes of nested ones)."""
     rp, inv, rc = resource_providers, inventories, resource_classes
     stmt = (
@@ -345,13 +345,31 @@ def _vcpu_providers(db: Database, limit: int = 400) -> list[str]:
         return list(conn.execute(stmt).scalars())
 
 
-def _claims(ctx: Context, writers: int, per_writer: int) -> Prepared:
+#: ``send(db, consumer uuid, provider uuid, project, user)`` writes one claim.
+Send = Callable[[Database, str, str, str, str], None]
+
+
+def library_claim(db: Database, consumer: str, rp: str, project: str, user: str) -> None:
+    """A claim through rpquery's library write function (``PUT /allocations/{consumer}``'s
+    work without HTTP)."""
     from rpquery.models import ConsumerAllocations
     from rpquery.write.allocations import replace_allocations
 
-    targets = _vcpu_providers(ctx.db)
-    # Not project 0: the usages scenario reads that one.
-    project, user = ctx.cloud.project_ids[-1], ctx.cloud.user_ids[-1]
+    request = ConsumerAllocations(
+        consumer, project, user, "INSTANCE", None, {rp: {"VCPU": 1, "MEMORY_MB": 256}}
+    )
+    replace_allocations(db, request)
+
+
+def claim_project(ctx: Context) -> tuple[str, str]:
+    """The project and user claims are written for: not project 0, which the usages
+    scenarios read."""
+    return ctx.cloud.project_ids[-1], ctx.cloud.user_ids[-1]
+
+
+def _claims(ctx: Context, writers: int, per_writer: int, send: Send = library_claim) -> Prepared:
+    targets = vcpu_providers(ctx.db)
+    project, user = claim_project(ctx)
     rng = random.Random(7)
     lock = threading.Lock()
 
@@ -359,15 +377,7 @@ def _claims(ctx: Context, writers: int, per_writer: int) -> Prepared:
         for _ in range(per_writer):
             with lock:
                 rp = rng.choice(targets)
-            request = ConsumerAllocations(
-                str(uuidlib.uuid4()),
-                project,
-                user,
-                "INSTANCE",
-                None,
-                {rp: {"VCPU": 1, "MEMORY_MB": 256}},
-            )
-            replace_allocations(ctx.db, request)
+            send(ctx.db, str(uuidlib.uuid4()), rp, project, user)
 
     def run() -> int:
         if writers == 1:

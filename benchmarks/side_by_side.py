@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,15 @@ def placement_url(ctx: Context) -> str:
     return ctx.db.url.render_as_string(hide_password=False)
 
 
+def placement_write_url(ctx: Context) -> str:
+    """The URL Placement writes through: on PostgreSQL with psycopg 2 (the pinned
+    Placement's project insert reads ``cursor.lastrowid``, which psycopg 3 lacks)."""
+    url = ctx.db.url
+    if url.get_backend_name() == "postgresql":
+        url = url.set(drivername="postgresql+psycopg2")
+    return url.render_as_string(hide_password=False)
+
+
 def run_driver(url: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(requests, fh)
@@ -118,11 +129,122 @@ def side_by_side(
         append("placement", _compare(ctx, name, p, theirs[name], rounds))
 
 
+#: (writers, claims per writer per round): the shapes of ``claim_1_writer`` and
+#: ``claim_8_writers``.
+CLAIM_SHAPES = ((1, 8), (8, 4))
+#: Rounds per claim shape and side (after one warm-up round on Placement's side).
+CLAIM_ROUNDS = 5
+
+
+def claims_side_by_side(
+    ctx: Context, append: Callable[[str, dict[str, Any]], None], rounds: int = CLAIM_ROUNDS
+) -> None:
+    """Claims/s of new consumers (``VCPU:1,MEMORY_MB:256`` on one of 400 VCPU providers)
+    by one writer and by 8 writer threads: Placement's ``PUT /allocations/{consumer}``
+    (in-process WSGI, microversion 1.39), rpquery's library write function, and
+    rpquery's own WSGI app answering the same ``PUT``; one ``placement_writes`` record
+    per shape. Every claim must be written (HTTP 204 on both APIs)."""
+    from benchmarks.scenarios import _claims, claim_project, library_claim, vcpu_providers
+
+    targets = vcpu_providers(ctx.db)
+    project, user = claim_project(ctx)
+    asked = [
+        {
+            "name": f"claims_{writers}_writers",
+            "rounds": rounds,
+            "claims": {
+                "writers": writers,
+                "per_writer": per_writer,
+                "targets": targets,
+                "project": project,
+                "user": user,
+            },
+        }
+        for writers, per_writer in CLAIM_SHAPES
+    ]
+    theirs = run_driver(placement_write_url(ctx), asked)
+    wsgi = _WsgiClaims(ctx)
+    for (writers, per_writer), item in zip(CLAIM_SHAPES, asked, strict=True):
+        answer = theirs[item["name"]]
+        claims = writers * per_writer
+        record: dict[str, Any] = {
+            "backend": ctx.backend,
+            "hosts": ctx.cloud.hosts,
+            "writers": writers,
+            "claims_per_round": claims,
+            "rounds": rounds,
+        }
+        for side, send in (("library", library_claim), ("wsgi", wsgi.send)):
+            run = _claims(ctx, writers, per_writer, send).run
+            run()  # warm-up, as on Placement's side
+            times = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - started)
+            record[f"rpquery_{side}_per_s"] = round(claims / statistics.median(times), 1)
+        record["rpquery_wsgi_statuses"] = wsgi.seen()
+        record["placement_statuses"] = answer["statuses"]
+        if answer["times"]:
+            # claims written (HTTP 204) per second: a refused claim does not count
+            rates = [n / t for n, t in zip(answer["written"], answer["times"], strict=True)]
+            record["placement_per_s"] = round(statistics.median(rates), 1)
+            record["ratio"] = round(
+                record["rpquery_library_per_s"] / max(record["placement_per_s"], 1e-3), 2
+            )
+        append("placement_writes", record)
+
+
+class _WsgiClaims:
+    """``PUT /allocations/{consumer}`` sent to rpquery's WSGI app (``rpquery.api``,
+    noauth2 admin, microversion 1.39) in-process, as Placement is driven."""
+
+    def __init__(self, ctx: Context) -> None:
+        from rpquery.api import make_app
+
+        self.app = make_app(ctx.db)
+        self.lock = threading.Lock()
+        self.statuses: dict[str, int] = {}
+
+    def send(self, db: Any, consumer: str, rp: str, project: str, user: str) -> None:
+        import falcon.testing
+
+        body = {
+            "allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
+            "consumer_generation": None,
+            "project_id": project,
+            "user_id": user,
+            "consumer_type": "INSTANCE",
+        }
+        environ = falcon.testing.create_environ(
+            path=f"/allocations/{consumer}",
+            method="PUT",
+            headers={
+                "X-Auth-Token": "admin",
+                "OpenStack-API-Version": "placement 1.39",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+            body=json.dumps(body),
+        )
+        seen: list[str] = []
+        b"".join(self.app(environ, lambda status, headers: seen.append(status)))
+        code = seen[0].split()[0]
+        with self.lock:
+            self.statuses[code] = self.statuses.get(code, 0) + 1
+        if code != "204":
+            raise RuntimeError(f"rpquery's PUT /allocations answered {seen[0]}")
+
+    def seen(self) -> dict[str, int]:
+        with self.lock:
+            out = dict(sorted(self.statuses.items()))
+            self.statuses.clear()
+            return out
+
+
 def _compare(
     ctx: Context, name: str, p: Any, answer: dict[str, Any], rounds: int
 ) -> dict[str, Any]:
-    import time
-
     ours_times = []
     result = None
     for _ in range(rounds):

@@ -39,7 +39,6 @@ from sqlalchemy.engine import Connection
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
 from rpquery.store import catalog, dialects, migrations
-from rpquery.usage import provider_totals, summary
 from rpquery.store.tables import (
     allocations,
     consumer_counts,
@@ -57,6 +56,7 @@ from rpquery.store.tables import (
     users,
     utcnow,
 )
+from rpquery.usage import provider_totals, summary
 
 __all__ = [
     "ALLOCATION_COLS",

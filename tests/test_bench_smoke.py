@@ -12,12 +12,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks import explain, http_view, report
+from benchmarks import explain, http_view, report, side_by_side
 from benchmarks.config import RunConfig
-from benchmarks.scenarios import REGISTRY, Scenario, load_plugins
+from benchmarks.scenarios import REGISTRY, Context, Scenario, claim_project, load_plugins
+from rpquery.db import Database
+from rpquery.generator import CloudSpec, load_cloud
+from rpquery.usage.reads import project_usages
+from rpquery.usage.summary import verify_usage_summary
 from tests.conftest import ALL_BACKENDS, IN_CI, selected_backends
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +82,12 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
     data = json.loads((out / "results.json").read_text())
     assert [(r["backend"], r["hosts"]) for r in data["loads"]] == [(b, 20) for b in backends]
     assert all(r["allocations"] > 0 for r in data["loads"])
+    # loaded with the summaries' work done in one grouped pass where the backend can
+    # suspend triggers in a transaction, and the summaries checked exact afterwards
+    assert [r["summaries"] for r in data["loads"]] == [
+        "triggers" if b == "mysql" else "grouped" for b in backends
+    ]
+    assert all(r["summaries_exact"] is True for r in data["loads"])
     for backend in backends:
         by_name = {r["scenario"]: r for r in data["results"] if r["backend"] == backend}
         assert set(by_name) == set(REGISTRY)
@@ -155,3 +166,82 @@ def test_full_scans_are_flagged_per_dialect_with_the_index_that_would_serve() ->
     assert explain.suggest_index("inventories", sql).startswith(
         "uniq_inventories0resource_provider_resource_class"
     )
+
+
+def _synthetic_run(out: Path) -> RunConfig:
+    """records.json of a two-size run on two backends, with a writes side-by-side."""
+    out.mkdir()
+    results = []
+    for backend, limit10 in (("postgresql", (8.0, 10.0)), ("sqlite", (1.0, 1.5))):
+        for hosts, ms in zip((1000, 100_000), limit10, strict=True):
+            for name, median, rows in (
+                ("candidates_forbidden_trait_limit10", ms, 10),
+                ("candidates_limit1000", 5 * ms, 1000),
+                ("candidates_forbidden_trait", hosts * 0.04, hosts * 2),
+            ):
+                results.append(
+                    {"backend": backend, "hosts": hosts, "scenario": name, "status": "ok",
+                     "median_ms": median, "p95_ms": median, "rows": rows}
+                )  # fmt: skip
+    loads = [
+        {"backend": b, "hosts": h, "providers": 2 * h, "allocations": 40 * h,
+         "consumers": 13 * h, "seconds": h / 1000, "summaries": "grouped",
+         "summaries_exact": True, "loadavg_5m": 1.0}
+        for b in ("postgresql", "sqlite") for h in (1000, 100_000)
+    ]  # fmt: skip
+    writes = [
+        {"backend": "postgresql", "hosts": 1000, "writers": 8, "claims_per_round": 32,
+         "rounds": 5, "rpquery_library_per_s": 180.0, "rpquery_wsgi_per_s": 150.0,
+         "placement_per_s": 60.0, "ratio": 3.0, "placement_statuses": {"204": 192}}
+    ]  # fmt: skip
+    records = {"loads": loads, "results": results, "placement_writes": writes}
+    (out / "records.json").write_text(json.dumps(records))
+    return RunConfig(scale="large", backends=("postgresql", "sqlite"), out_dir=str(out))
+
+
+def test_report_shows_candidates_against_cloud_size_and_claims_against_placement(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    report.build(out, _synthetic_run(out), {}, None)
+    md = (out / "report.md").read_text()
+    assert (out / "scale-candidates.png").read_bytes()[:4] == b"\x89PNG"
+    assert "![latency on scale-candidates.png](scale-candidates.png)" in md
+    section = md.split("## Candidates vs cloud size")[1].split("## Latency")[0]
+    # load s, limit=10, limit=1000, whole cloud, candidates, µs per candidate
+    assert "| postgresql | 100,000 | 100.0 | 10.0 | 50.0 | 4,000.0 | 200,000 | 20.0 |" in section
+    assert "postgresql: `limit=10` 8.0 ms at 1,000 hosts, 10.0 ms at 100,000 hosts" in section
+    assert "(× 1.25 for × 100 hosts)" in section
+    writes = md.split("### Writes")[1]
+    assert "| postgresql | 1,000 | 8 | 180.0 | 150.0 | 60.0 | 3.0 | 204×192 |" in writes
+    loads = md.split("## Cloud load times")[1].split("## Candidates")[0]
+    assert "| sqlite | 1,000 | 2,000 | 40,000 | 13,000 | 1.0 | grouped | yes | 1.0 |" in loads
+
+
+PLACEMENT_READY, PLACEMENT_WHY = side_by_side.available()
+
+
+@pytest.mark.skipif(not PLACEMENT_READY, reason=f"no usable Placement: {PLACEMENT_WHY}")
+def test_claims_side_by_side_writes_every_claim_through_both_apis(server_db: Database) -> None:
+    """The writes side-by-side on a server backend: Placement (psycopg 2 on PostgreSQL)
+    and rpquery's library and WSGI app each write every claim of both shapes."""
+    cloud = load_cloud(server_db, CloudSpec(hosts=10, seed=4))
+    ctx = Context(server_db, cloud, server_db.dialect_name)
+    project, user = claim_project(ctx)
+
+    def instances() -> int:
+        got = project_usages(server_db, project, user_id=user, consumer_type="INSTANCE")
+        return sum(g.consumer_count for g in got.groups)
+
+    before = instances()
+    records: list[dict[str, Any]] = []
+    side_by_side.claims_side_by_side(ctx, lambda kind, r: records.append(r), rounds=1)
+    assert [r["writers"] for r in records] == [1, 8]
+    for r in records:
+        claims = 2 * r["claims_per_round"]  # a warm-up round and one timed round
+        assert r["placement_statuses"] == {"204": claims}
+        assert r["rpquery_wsgi_statuses"] == {"204": claims}
+        assert r["rpquery_library_per_s"] > 0 and r["placement_per_s"] > 0
+    # (8 + 32) claims per round, two rounds, by Placement, rpquery's library and its API
+    assert instances() - before == 3 * 2 * (8 + 32)
+    assert verify_usage_summary(server_db) == []
