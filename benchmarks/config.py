@@ -49,7 +49,7 @@ class Scale:
 
 
 #: What the large scale times by default (issue 18): candidates at three answer sizes,
-#: usages, claims. The rest (whole-cloud SR-IOV, headroom, why...) takes minutes per
+#: usages, claims, contention. The rest (whole-cloud SR-IOV, headroom, why...) takes minutes per
 #: round at 100,000 hosts; name them with ``--scenarios`` to run them anyway.
 LARGE_SCENARIOS = (
     "candidates_forbidden_trait_limit10",
@@ -58,6 +58,7 @@ LARGE_SCENARIOS = (
     "usages_by_consumer_type",
     "claim_1_writer",
     "claim_8_writers",
+    "contention",
 )
 
 SCALES = {

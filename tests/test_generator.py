@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid as uuidlib
 from typing import Any
 
@@ -265,6 +266,7 @@ def test_grouped_load_leaves_exactly_the_summaries_the_triggers_leave(db: Databa
     project already there (so the grouped pass adds to existing summary rows): the
     summary tables are identical whether the triggers or the grouped pass did the
     work, and equal to their recomputation."""
+    indexes = _indexes(db)
     by_triggers = _two_clouds(db, "triggers")
     assert [s.summaries for s in by_triggers] == ["triggers", "triggers"]
     expected = _summaries(db)
@@ -276,7 +278,19 @@ def test_grouped_load_leaves_exactly_the_summaries_the_triggers_leave(db: Databa
     assert [s.summaries for s in grouped] == [mode, mode]
     assert _summaries(db) == expected
     assert all(expected.values())  # every table has rows: the comparison means something
+    assert _indexes(db) == indexes  # the first load deferred them on PostgreSQL
     assert verify_usage_summary(db) == [] and verify_provider_usages(db) == []
+
+
+def _indexes(db: Database) -> list[tuple[str, str]]:
+    """Every index of ``allocations`` and ``consumers`` with its definition."""
+    with db.connect() as conn:
+        inspector = sa.inspect(conn)
+        return sorted(
+            (table, str(sorted(ix.items())))
+            for table in ("allocations", "consumers")
+            for ix in inspector.get_indexes(table)
+        )
 
 
 class _Stop(Exception):
@@ -300,8 +314,10 @@ def test_a_load_failing_midway_leaves_nothing_and_the_triggers_on(
     still keep the summaries for the next writer."""
     if stage == "usage summaries" and db.dialect_name == "mysql":
         pytest.skip("MySQL/MariaDB loads have no grouped pass (the triggers do the work)")
+    indexes = _indexes(db)
     with pytest.raises(_Stop):
         load_cloud(db, SPEC, progress=_stop_at(stage))
+    assert _indexes(db) == indexes  # PostgreSQL drops the plain ones during the load
     with db.connect() as conn:
         for table in (resource_providers, allocations, consumers):
             assert _count(conn, table) == 0
@@ -365,3 +381,37 @@ def test_postgresql_without_table_ownership_the_triggers_do_the_work(db: Databas
             conn.exec_driver_sql(f"DROP ROLE {role}")
     assert summary.summaries == "triggers" and summary.allocations > 0
     assert verify_usage_summary(db) == [] and verify_provider_usages(db) == []
+
+
+def test_postgresql_defers_plain_indexes_only_while_the_tables_are_empty(db: Database) -> None:
+    if db.dialect_name != "postgresql":
+        pytest.skip("other backends keep their indexes during a load")
+    before = _indexes(db)
+    tables = ("allocations", "consumers")
+    with db.begin() as conn, dialects.indexes_deferred(conn, tables) as deferred:
+        left = {ix["name"] for t in tables for ix in sa.inspect(conn).get_indexes(t)}
+        # the uuid lookups and covering indexes go; unique ones (consumers.uuid) stay
+        assert "allocations_consumer_id_idx" in deferred
+        assert "rpq_allocations_consumer_class_used_idx" in deferred
+        assert not left & set(deferred) and "uniq_consumers0uuid" in left
+    assert _indexes(db) == before
+    load_cloud(db, CloudSpec(hosts=3, seed=9))
+    with db.begin() as conn, dialects.indexes_deferred(conn, tables) as deferred:
+        assert deferred == []  # rows there: readers must not wait
+
+
+def test_rows_built_ahead_keep_their_order_and_errors_and_stop_with_the_caller() -> None:
+    from rpquery.generator import _built_ahead
+
+    assert list(_built_ahead(iter(range(1000)))) == list(range(1000))
+
+    def failing() -> Any:
+        yield 1
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        list(_built_ahead(failing()))
+    endless = _built_ahead(iter(range(10**9)))
+    assert next(endless) == 0
+    endless.close()  # the load failed: the generating thread ends too
+    assert not any(t.name == "rpquery-generator" for t in threading.enumerate())
