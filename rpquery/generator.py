@@ -30,7 +30,7 @@ import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -514,13 +514,17 @@ def load_cloud(
     started = time.perf_counter()
     migrations.upgrade(db)
     with db.begin() as conn, _summaries_mode(conn, summaries) as grouped:
-        ids = _prepare_ids(conn)
-        first = dict(ids.next)
-        plan = _Planner(spec, ids).build()
-        people = _people(conn, spec)
-        writer = _Writer(conn, progress)
-        _write_topology(writer, plan)
-        n_consumers = _write_allocations(writer, plan, spec, ids, people)
+        # No trigger reads the tables meanwhile: with them suspended, their plain
+        # indexes can wait too (built again, and the tables analysed, when it ends).
+        tables = tuple(SUMMARY_INSERT_TRIGGERS)
+        with dialects.indexes_deferred(conn, tables) if grouped else nullcontext():
+            ids = _prepare_ids(conn)
+            first = dict(ids.next)
+            plan = _Planner(spec, ids).build()
+            people = _people(conn, spec)
+            writer = _Writer(conn, progress)
+            _write_topology(writer, plan)
+            n_consumers = _write_allocations(writer, plan, spec, ids, people)
         if grouped:
             last = {table: ids.next[table] - 1 for table in first}
             summary.add_new_consumers(conn, first["consumers"], last["consumers"])
@@ -562,12 +566,7 @@ def _summaries_mode(conn: Connection, summaries: str) -> Iterator[bool]:
         yield False
         return
     with dialects.triggers_suspended(conn, SUMMARY_INSERT_TRIGGERS) as suspended:
-        if not suspended:
-            yield False
-            return
-        # No trigger reads the tables meanwhile: their plain indexes can wait too.
-        with dialects.indexes_deferred(conn, tuple(SUMMARY_INSERT_TRIGGERS)):
-            yield True
+        yield suspended
 
 
 def _write_topology(writer: _Writer, plan: _Plan) -> None:

@@ -592,8 +592,9 @@ def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[list[s
     """PostgreSQL, when every one of ``tables`` is empty: drop their plain indexes (not
     unique, not backing a constraint) for this transaction and build them again when
     the block ends: one sort per index instead of a B-tree insert per row, which at
-    millions of rows keyed on random uuids thrashes the buffer cache. Yields the names
-    of the deferred indexes (none elsewhere, or when a table has rows).
+    millions of rows keyed on random uuids thrashes the buffer cache. Then ``ANALYZE``
+    the tables, so the rest of the transaction is planned for their new size. Yields
+    the names of the deferred indexes (none elsewhere, or when a table has rows).
 
     Dropping an index locks its table (``ACCESS EXCLUSIVE``): readers of ``tables``
     wait until the transaction ends (they would have found them empty). A rollback
@@ -617,6 +618,8 @@ def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[list[s
     conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
     for _, ddl in defs:
         conn.exec_driver_sql(ddl)
+    # planner statistics for what follows in this transaction (the tables were empty)
+    conn.exec_driver_sql(f"ANALYZE {', '.join(tables)}")
 
 
 def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:
