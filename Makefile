@@ -87,7 +87,7 @@ bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_
 bench-cluster: $(STAMP) ## Claims/s on a 3-node Galera cluster (1/8/16 writers, one node vs three) and candidates on a hot standby vs primary (root)
 	$(BIN)/python -m benchmarks.cluster
 
-bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement (installs it into .venv-placement)
+bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads and claims/s (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
 
 osc-venv: ## Install osc-placement (pinned) into .venv-osc for the real-client test (tests/test_osc_placement.py)
