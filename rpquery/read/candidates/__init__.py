@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
@@ -34,6 +34,7 @@ from rpquery.policies.base import HostPolicy
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._execute import (
     Loaded,
+    batches,
     fetch_names,
     fetch_sharing,
     fetch_summaries,
@@ -124,7 +125,7 @@ def _run(
     seen: set[tuple[object, ...]] = set()
     exclude: list[int] = []
     root_of: dict[int, int] = {}
-    for batch_limit in _batches(req.limit if push_limit else None):
+    for batch_limit in batches(req.limit if push_limit else None):
         roots = select_roots(conn, req, names, policies, batch_limit, exclude, sharing.rc_ids)
         loaded = load_groups(conn, req, names, roots, sharing)
         _collect(loaded, req, found, seen, budget, stop=req.limit if push_limit else None)
@@ -134,12 +135,6 @@ def _run(
             break
     chosen = _apply_policies(conn, found, policies, req)
     return _summarise(conn, chosen, names, root_of)
-
-
-def _batches(limit: int | None) -> Iterable[int | None]:
-    if limit is None:
-        return (None,)
-    return (max(2 * limit, 20), None)
 
 
 def _collect(

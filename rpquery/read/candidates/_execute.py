@@ -427,11 +427,24 @@ def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
     return {int(ident): uuid for ident, uuid in conn.execute(stmt)}
 
 
+def batches(limit: int | None) -> tuple[int | None, ...]:
+    """The anchor-root batches of a request: with ``limit``, first ``max(2 * limit, 20)``
+    roots, then (if too few candidates came of them) every root left; else one batch
+    of every root (``None``).
+
+    >>> batches(3), batches(50), batches(None)
+    ((20, None), (100, None), (None,))
+    """
+    if limit is None:
+        return (None,)
+    return (max(2 * limit, 20), None)
+
+
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     """The main statements of ``req`` for ``explain``: the anchor-roots statement (the
     first batch's when ``limit`` is set), then sharing pairs and one statement per group
     as a full answer runs them (scoped by the roots statement, no sharing ids bound)."""
-    batch = max(2 * req.limit, 20) if req.limit is not None else None
+    batch = batches(req.limit)[0]
     out: list[Executable] = []
     if batch is not None:
         out.append(roots_query(req, names, (), batch, False))  # type: ignore[arg-type]
