@@ -29,6 +29,7 @@ from rpquery.policies.base import HostPolicy
 from rpquery.read import _clauses as clauses
 from rpquery.read._filters import provider_filters
 from rpquery.read._names import Names, names_stmt
+from rpquery.read._policies import keep_and_weigh, where_clauses
 from rpquery.read.request import Params, ProvidersRequest, as_providers_request
 from rpquery.store import dialects
 from rpquery.store.tables import inventories, resource_providers
@@ -112,7 +113,7 @@ def providers_stmt(
         where.append(rp.c.uuid == req.uuid)
     if req.name is not None:
         where.append(dialects.exact_eq(rp.c.name, sa.literal(req.name, rp.c.name.type)))
-    where.extend(c for c in (p.where(rp.c.root_provider_id) for p in policies) if c is not None)
+    where.extend(where_clauses(policies, rp.c.root_provider_id))
     return (
         sa.select(
             rp.c.uuid,
@@ -150,22 +151,15 @@ def _run(
 ) -> list[ResourceProvider]:
     dialects.read_session_setup(conn)
     rows = list(conn.execute(providers_stmt(req, _names(conn, req), policies)))
-    roots = sorted({int(r.root_provider_id) for r in rows})
-    for policy in policies:
-        kept = policy.keep(conn, roots)
-        if kept is not None:
-            roots = [r for r in roots if r in kept]
-    weights: dict[int, float] = {}
-    for policy in policies:
-        for r, w in (policy.weigh(conn, roots) or {}).items():
-            weights[r] = weights.get(r, 0.0) + w
-    keep = set(roots)
-    rows = [r for r in rows if int(r.root_provider_id) in keep]
-    rows.sort(key=lambda r: -weights.get(int(r.root_provider_id), 0.0))
+    rows = keep_and_weigh(conn, rows, _root_id, policies)
     return [
         ResourceProvider(r.uuid, r.name, int(r.generation or 0), r.root_uuid, r.parent_uuid)
         for r in rows
     ]
+
+
+def _root_id(row: Any) -> int:
+    return int(row.root_provider_id)
 
 
 def provider_statements(

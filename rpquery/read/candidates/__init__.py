@@ -22,8 +22,8 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Sequence
+from operator import attrgetter
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
@@ -31,6 +31,7 @@ from sqlalchemy.sql import Executable
 from rpquery.db import Database, reading
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
+from rpquery.read._policies import keep_and_weigh
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._execute import (
     Loaded,
@@ -180,23 +181,11 @@ def _apply_policies(
     req: CandidatesRequest,
 ) -> list[RawCandidate]:
     """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), then ``limit``."""
-    roots = sorted({c.root_id for c in found})
-    weights: dict[int, float] = {}
-    for policy in policies:
-        kept = policy.keep(conn, roots)
-        if kept is not None:
-            roots = [r for r in roots if r in kept]
-    for policy in policies:
-        w = policy.weigh(conn, roots)
-        for r, value in (w or {}).items():
-            weights[r] = weights.get(r, 0.0) + value
-    keep = set(roots)
-    out = [c for c in found if c.root_id in keep]
-    if req.randomize:
-        random.shuffle(out)
-    if weights:
-        out.sort(key=lambda c: -weights.get(c.root_id, 0.0))
+    out = keep_and_weigh(conn, found, _root_id, policies, shuffle=req.randomize)
     return out[: req.limit] if req.limit is not None else out
+
+
+_root_id = attrgetter("root_id")
 
 
 def _summarise(

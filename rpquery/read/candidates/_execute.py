@@ -22,6 +22,7 @@ from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read._clauses import ids_param
 from rpquery.read._names import SHARING_TRAIT, names_stmt
+from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, Slot
@@ -154,10 +155,11 @@ def roots_query(
 ) -> sa.Select | None:
     """The anchor-roots statement (built once per request shape unless a policy adds
     clauses), or ``None`` when nothing restricts the roots."""
-    root = resource_providers.alias("root")
-    policy_clauses = [c for c in (p.where(root.c.id) for p in policies) if c is not None]
-    if policy_clauses:
-        return _roots_query(req, names, policy_clauses, root, batch_limit, exclude, shared_rcs)
+    if policies:  # (an alias's columns, once read, hold reference cycles: only if needed)
+        root = resource_providers.alias("root")
+        policy_clauses = where_clauses(policies, root.c.id)
+        if policy_clauses:
+            return _roots_query(req, names, policy_clauses, root, batch_limit, exclude, shared_rcs)
     return _cached_roots(req, names_key(names), batch_limit, exclude, shared_rcs)
 
 
