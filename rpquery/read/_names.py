@@ -2,20 +2,23 @@
 
 Allocation candidates (:mod:`rpquery.read.candidates`) and provider lists
 (:mod:`rpquery.read.providers`) both read the ids of a request's names with
-:func:`names_stmt` (one ``UNION ALL``) and pass them around as :class:`Names`.
+:func:`resolve_names` (one ``UNION ALL``, :func:`names_stmt`) and pass them around as
+:class:`Names`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter
 
-from rpquery.read._clauses import id_list
+from rpquery.read._clauses import id_list, ids_param
+from rpquery.store.catalog import raise_missing
 from rpquery.store.tables import resource_classes, traits
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
@@ -53,3 +56,35 @@ def names_stmt(
     trs = sa.select(sa.literal("t").label("kind"), traits.c.name, traits.c.id)
     trs = trs.where(traits.c.name.in_(id_list(trait_names)))
     return sa.union_all(rcs, trs)  # type: ignore[return-value]
+
+
+#: Every class and the request's traits (names bound at execution): built once.
+_EVERY_CLASS = names_stmt(None, ids_param("trait_names"))
+
+
+def resolve_names(
+    conn: Connection,
+    rc_names: Iterable[str],
+    trait_names: Iterable[str],
+    *,
+    every_class: bool = False,
+) -> Names:
+    """Ids of ``rc_names`` and ``trait_names`` in one statement; an unknown class or
+    trait raises ``InvalidRequest`` (``rpquery.resource_class.not_found`` /
+    ``rpquery.trait.not_found``, "no such resource class: X"), as Placement answers
+    400 for them (docs/design.md#requests-and-validation). ``every_class`` also reads
+    every class's name (``Names.rc_names``, which summaries need) and the sharing
+    trait's id, with one statement built once for every request."""
+    rcs, trs = set(rc_names), set(trait_names)
+    if every_class:
+        rows = conn.execute(_EVERY_CLASS, {"trait_names": sorted({*trs, SHARING_TRAIT})})
+    else:
+        rows = conn.execute(names_stmt(sorted(rcs), sorted(trs)))
+    every_rc: dict[str, int] = {}
+    trait_ids: dict[str, int] = {}
+    for kind, name, ident in rows:
+        (every_rc if kind == "rc" else trait_ids)[name] = int(ident)
+    rc_ids = {name: every_rc[name] for name in rcs if name in every_rc}
+    raise_missing(rcs, rc_ids, "rpquery.resource_class.not_found", "resource class")
+    raise_missing(trs, trait_ids, "rpquery.trait.not_found", "trait")
+    return Names(rc_ids, trait_ids, {ident: name for name, ident in every_rc.items()})

@@ -24,11 +24,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable, Select
 
 from rpquery.db import Database, reading
-from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read import _clauses as clauses
 from rpquery.read._filters import provider_filters
-from rpquery.read._names import Names, names_stmt
+from rpquery.read._names import Names, resolve_names
 from rpquery.read._policies import keep_and_weigh, where_clauses
 from rpquery.read.request import Params, ProvidersRequest, as_providers_request
 from rpquery.store import dialects
@@ -69,21 +68,8 @@ def to_placement(providers: Sequence[ResourceProvider]) -> dict[str, Any]:
 
 
 def _names(conn: Connection, req: ProvidersRequest) -> Names:
-    """Ids of the request's classes and traits (one statement); unknown classes and
-    unknown traits (required or forbidden) raise ``InvalidRequest``."""
-    rcs, trs = set(req.filters.resources), req.trait_names()
-    rc_ids: dict[str, int] = {}
-    trait_ids: dict[str, int] = {}
-    for kind, name, ident in conn.execute(names_stmt(sorted(rcs), sorted(trs))):
-        (rc_ids if kind == "rc" else trait_ids)[name] = int(ident)
-    for wanted, found, code in (
-        (rcs, rc_ids, "rpquery.resource_class.not_found"),
-        (trs, trait_ids, "rpquery.trait.not_found"),
-    ):
-        missing = sorted(set(wanted) - found.keys())
-        if missing:
-            raise InvalidRequest(code, f"no such name: {', '.join(missing)}", token=missing[0])
-    return Names(rc_ids, trait_ids)
+    """Ids of the request's classes and traits (:func:`rpquery.read._names.resolve_names`)."""
+    return resolve_names(conn, req.filters.resources, req.trait_names())
 
 
 def providers_stmt(

@@ -56,6 +56,7 @@ __all__ = [
     "is_valid_custom_name",
     "list_resource_classes",
     "list_traits",
+    "raise_missing",
     "require_resource_class_ids",
     "require_trait_ids",
     "resource_class_ids",
@@ -147,7 +148,7 @@ def require_resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[s
     (``rpquery.resource_class.not_found``) naming the first unknown class."""
     wanted = set(names)
     found = resource_class_ids(conn, wanted)
-    _raise_missing(wanted, found, "rpquery.resource_class.not_found", "resource class")
+    raise_missing(wanted, found, "rpquery.resource_class.not_found", "resource class")
     return found
 
 
@@ -156,12 +157,15 @@ def require_trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     naming the first unknown trait."""
     wanted = set(names)
     found = trait_ids(conn, wanted)
-    _raise_missing(wanted, found, "rpquery.trait.not_found", "trait")
+    raise_missing(wanted, found, "rpquery.trait.not_found", "trait")
     return found
 
 
-def _raise_missing(wanted: set[str], found: Mapping[str, int], code: str, what: str) -> None:
-    missing = sorted(wanted - found.keys())
+def raise_missing(wanted: Iterable[str], found: Mapping[str, int], code: str, what: str) -> None:
+    """``InvalidRequest`` ``code`` ("no such <what>: A, B") naming the ``wanted`` names
+    absent from ``found``, the first (sorted) as its token; nothing when all are there.
+    The one message for unknown resource classes and traits, read and write paths."""
+    missing = sorted(set(wanted) - found.keys())
     if missing:
         raise InvalidRequest(code, f"no such {what}: {', '.join(missing)}", token=missing[0])
 

@@ -18,10 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
-from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read._clauses import ids_param
-from rpquery.read._names import SHARING_TRAIT, names_stmt
+from rpquery.read._names import resolve_names
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._results import SummaryRows
@@ -29,7 +28,6 @@ from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, 
 from rpquery.read.request import CandidatesRequest, RequestGroup
 from rpquery.store.tables import resource_providers
 
-NAMES = names_stmt(None, ids_param("trait_names"))
 ROOT_IDS = ids_param("root_ids")
 SHARING_IDS = ids_param("sharing_ids")
 EXCLUDE_IDS = ids_param("exclude_ids")
@@ -58,26 +56,9 @@ def names_key(names: q.Names) -> NamesKey:
 
 
 def fetch_names(conn: Connection, req: CandidatesRequest) -> q.Names:
-    """Resource class and trait ids in one statement; unknown classes and unknown traits,
-    required or forbidden, raise ``InvalidRequest`` (``rpquery.resource_class.not_found``
-    / ``rpquery.trait.not_found``), as Placement answers 400 for them
-    (docs/design.md#requests-and-validation)."""
-    rcs, trs = req.resource_class_names(), req.trait_names()
-    must_exist = trs
-    every_rc: dict[str, int] = {}
-    trait_ids: dict[str, int] = {}
-    params = {"trait_names": sorted({*trs, SHARING_TRAIT})}
-    for kind, name, ident in conn.execute(NAMES, params):
-        (every_rc if kind == "rc" else trait_ids)[name] = int(ident)
-    rc_ids = {name: every_rc[name] for name in rcs if name in every_rc}
-    for wanted, found, code, what in (
-        (rcs, rc_ids, "rpquery.resource_class.not_found", "resource class"),
-        (must_exist, trait_ids, "rpquery.trait.not_found", "trait"),
-    ):
-        missing = sorted(set(wanted) - found.keys())
-        if missing:
-            raise InvalidRequest(code, f"no such {what}: {', '.join(missing)}", token=missing[0])
-    return q.Names(rc_ids, trait_ids, {ident: name for name, ident in every_rc.items()})
+    """The request's names (:func:`rpquery.read._names.resolve_names`), with every
+    class's name for the summaries and the sharing trait."""
+    return resolve_names(conn, req.resource_class_names(), req.trait_names(), every_class=True)
 
 
 def filters_key(g: RequestGroup) -> tuple[object, ...]:
