@@ -12,6 +12,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Executable, FromClause
 
 from rpquery.policies.base import HostPolicy
-from rpquery.read._clauses import ids_param
+from rpquery.read._clauses import Ids, ids_param
 from rpquery.read._names import resolve_names
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
@@ -218,26 +219,78 @@ class _Collector:
         return {root: sorted(rps) for root, rps in out.items()}
 
 
-ScopeToken = str | sa.Select | None
+class BatchRoots(Enum):
+    """The cache key standing for :data:`ROOT_IDS`, the batch's roots bound at execution
+    (a bind parameter's ``==`` builds SQL, so it cannot be a key itself)."""
+
+    IDS = "ids"
 
 
-def _scope(token: ScopeToken) -> q.RootScope:
-    return ROOT_IDS if token == "ids" else token  # type: ignore[return-value]
+#: What a batch's statements are scoped by, as a cache key: the batch's roots, the
+#: roots statement itself, or nothing (every root).
+ScopeKey = BatchRoots | sa.Select | None
+
+
+def scope_key(scope: q.RootScope) -> ScopeKey:
+    """The cache key of a batch's scope (:class:`Roots` ``scope``)."""
+    if scope is ROOT_IDS:
+        return BatchRoots.IDS
+    assert scope is None or isinstance(scope, sa.Select), scope
+    return scope
+
+
+def _scope(key: ScopeKey) -> q.RootScope:
+    return ROOT_IDS if key is BatchRoots.IDS else key
+
+
+def _sharing_ids(scope: q.RootScope) -> Ids:
+    """Sharing providers are bound per batch when the roots are restricted."""
+    return SHARING_IDS if scope is not None else ()
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """A group with resources: its providers with room for each amount
+    (:func:`rpquery.read.candidates._sql.group_rows_stmt`)."""
+
+    group: RequestGroup
+
+    def build(self, names: q.Names, scope: q.RootScope) -> sa.Select:
+        return q.group_rows_stmt(self.group, names, scope, _sharing_ids(scope))
+
+
+@dataclass(frozen=True)
+class ResourcelessRows:
+    """A group without resources: the providers with its traits and aggregates
+    (:func:`rpquery.read.candidates._sql.resourceless_stmt`)."""
+
+    group: RequestGroup
+
+    def build(self, names: q.Names, scope: q.RootScope) -> sa.Select:
+        return q.resourceless_stmt(self.group, names, scope, _sharing_ids(scope))
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """Parent links of the batch's trees, for ``same_subtree``
+    (:func:`rpquery.read.candidates._sql.tree_shape_stmt`)."""
+
+    def build(self, names: q.Names, scope: q.RootScope) -> sa.Select:
+        return q.tree_shape_stmt(scope)
+
+
+BatchStatement = GroupRows | ResourcelessRows | TreeShape
+
+
+def group_statement(g: RequestGroup) -> GroupRows | ResourcelessRows:
+    return GroupRows(g) if g.resources else ResourcelessRows(g)
 
 
 @functools.lru_cache(maxsize=512)
-def _stmt(kind: str, group: RequestGroup | None, key: NamesKey, token: ScopeToken) -> sa.Select:
+def _stmt(what: BatchStatement, key: NamesKey, scope: ScopeKey) -> sa.Select:
     """Group, resourceless and tree-shape statements, built once per request shape; the
     batch's roots and sharing providers are bound at execution."""
-    names = q.Names(dict(key[0]), dict(key[1]))
-    scope = _scope(token)
-    if kind == "shape":
-        return q.tree_shape_stmt(scope)
-    assert group is not None
-    sharing = SHARING_IDS if scope is not None else ()
-    if kind == "resourceless":
-        return q.resourceless_stmt(group, names, scope, sharing)
-    return q.group_rows_stmt(group, names, scope, sharing)
+    return what.build(q.Names(dict(key[0]), dict(key[1])), _scope(scope))
 
 
 @dataclass(frozen=True)
@@ -247,12 +300,11 @@ class _Run:
     conn: Connection
     names: q.Names
     key: NamesKey
-    token: ScopeToken
+    scope: ScopeKey
     params: dict[str, Any]
 
-    def execute(self, kind: str, group: RequestGroup | None = None) -> Any:
-        stmt = _stmt(kind, group, self.key, self.token)
-        return driver_rows(self.conn, stmt, self.params)
+    def execute(self, what: BatchStatement) -> Any:
+        return driver_rows(self.conn, _stmt(what, self.key, self.scope), self.params)
 
 
 @dataclass(frozen=True)
@@ -335,12 +387,12 @@ def _local_sharing_stmt(member_of: tuple[frozenset[str], ...]) -> sa.Select:
 def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     names = run.names
     if not g.resources:
-        rows = [(int(rp), int(root)) for rp, root in run.execute("resourceless", g)]
+        rows = [(int(rp), int(root)) for rp, root in run.execute(ResourcelessRows(g))]
         col.root_of.update(rows)
         # the anchor tree's own providers and the sharing providers sharing with it
         return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}))]
     n_flags = 0 if g.is_granular else len(g.required)
-    by_rc = col.offers(run.execute("group", g), n_flags)
+    by_rc = col.offers(run.execute(GroupRows(g)), n_flags)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
     if g.is_granular:
         ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
@@ -357,13 +409,13 @@ def load_groups(
     conn: Connection, req: CandidatesRequest, names: q.Names, roots: Roots, sharing: Sharing
 ) -> Loaded:
     """One statement per group, parent links if ``same_subtree``."""
-    token: ScopeToken = "ids" if roots.scope is ROOT_IDS else roots.scope  # type: ignore[assignment]
-    run = _Run(conn, names, names_key(names), token, dict(roots.params))
-    if roots.ids is not None and token == "ids":
+    scope = scope_key(roots.scope)
+    if roots.ids is not None and scope is BatchRoots.IDS:
         shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
     else:
         shared_with = sharing.shared_with
-    run.params["sharing_ids"] = sorted(set().union(*shared_with.values())) if shared_with else []
+    sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
+    run = _Run(conn, names, names_key(names), scope, {**roots.params, "sharing_ids": sharing_ids})
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
     slots: list[Slot] = []
@@ -376,7 +428,7 @@ def load_groups(
             slots.extend(done.setdefault(key, _group_slots(run, g, col)))
     parent_of: dict[int, int | None] = {}
     if req.same_subtree:
-        for rp, parent in run.execute("shape"):
+        for rp, parent in run.execute(TreeShape()):
             parent_of[int(rp)] = int(parent) if parent is not None else None
     anchors = roots.ids if roots.ids is not None else sorted(col.local_roots | shared_with.keys())
     unsuffixed = [g for g in req.groups if not g.is_granular]
@@ -387,8 +439,7 @@ def load_groups(
         flags=col.flags,
     )
     data = SearchData(col.inventory, col.root_of, parent_of)
-    sharing_ids = frozenset(run.params["sharing_ids"])
-    return Loaded(anchors, slots, data, rules, sharing_ids)
+    return Loaded(anchors, slots, data, rules, frozenset(sharing_ids))
 
 
 def fetch_summaries(
@@ -439,6 +490,5 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     if names.sharing_trait is not None:
         out.append(_sharing_stmt(key, rc_ids, _any_class(req)))
     for g in req.groups:
-        kind = "group" if g.resources else "resourceless"
-        out.append(_stmt(kind, g, key, roots).params(sharing_ids=[]))
+        out.append(_stmt(group_statement(g), key, scope_key(roots)).params(sharing_ids=[]))
     return out
