@@ -200,6 +200,11 @@ class _Collector:
                 flags[rp] = tuple(bool(v) for v in extra[:n_flags])
         return by_rc
 
+    def add_local(self, providers: set[int]) -> None:
+        """Note the trees of ``providers`` (found in a tree's own rows) as anchors."""
+        root_of = self.root_of
+        self.local_roots.update(root_of[rp] for rp in providers)
+
     def choices(
         self,
         providers: set[int],
@@ -208,11 +213,10 @@ class _Collector:
     ) -> dict[int, list[int]]:
         """Anchor root → providers that may serve it (its own, then sharing ones; none
         of the sharing ones for a ``blocked`` anchor, and a ``local_only`` sharing
-        provider for its own tree only)."""
+        provider for its own tree only). Changes nothing."""
         out: dict[int, set[int]] = defaultdict(set)
         for rp in providers:
             out[self.root_of[rp]].add(rp)
-            self.local_roots.add(self.root_of[rp])
         for root, sharing in self.shared_with.items():
             if root not in blocked:
                 out[root].update((sharing & providers) - local_only)
@@ -389,19 +393,24 @@ def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     if not g.resources:
         rows = [(int(rp), int(root)) for rp, root in run.execute(ResourcelessRows(g))]
         col.root_of.update(rows)
+        found = {rp for rp, _ in rows}
+        col.add_local(found)
         # the anchor tree's own providers and the sharing providers sharing with it
-        return [Slot(g.suffix, "resourceless", (), col.choices({rp for rp, _ in rows}))]
+        return [Slot(g.suffix, "resourceless", (), col.choices(found))]
     n_flags = 0 if g.is_granular else len(g.required)
     by_rc = col.offers(run.execute(GroupRows(g)), n_flags)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
+    offered = [set(by_rc.get(rc, ())) for rc, _ in amounts]
     if g.is_granular:
-        ok = set.intersection(*(set(by_rc.get(rc, ())) for rc, _ in amounts))
+        ok = set.intersection(*offered)
+        col.add_local(ok)
         return [Slot(g.suffix, "granular", amounts, col.choices(ok))]
+    col.add_local(set().union(*offered))
     blocked = _blocked_anchors(run, g, col)
     local_only = _local_only(run, g, col)
     return [
-        Slot("", "class", ((rc, amt),), col.choices(set(by_rc.get(rc, ())), blocked, local_only))
-        for rc, amt in amounts
+        Slot("", "class", ((rc, amt),), col.choices(rps, blocked, local_only))
+        for (rc, amt), rps in zip(amounts, offered, strict=True)
     ]
 
 
