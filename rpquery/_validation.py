@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rpquery.errors import InvalidRequest
+from rpquery.errors import invalid
 
 #: The largest value of a signed 32-bit ``INTEGER`` column (Placement's ``MAX_INT``).
 MAX_INT = 2_147_483_647
@@ -56,10 +56,6 @@ _UUID_RE = re.compile(
 # NUL (PostgreSQL refuses it, the others store it) and lone surrogates (not encodable
 # as UTF-8: every driver fails on them).
 _BAD_TEXT_RE = re.compile("[\x00\ud800-\udfff]")
-
-
-def _fail(code: str, detail: str, token: object) -> InvalidRequest:
-    return InvalidRequest(code, detail, token=token if isinstance(token, str) else repr(token))
 
 
 def _token(value: object, token: str | None) -> object:
@@ -104,7 +100,7 @@ def check_uuid(value: object, code: str, what: str = "uuid") -> str:
     canonical = canonical_uuid(value)
     if canonical is None:
         label = f"{what} " if what != "uuid" else ""
-        raise _fail(code, f"{label}{value!r} is not a uuid", value)
+        raise invalid(code, f"{label}{value!r} is not a uuid", value)
     return canonical
 
 
@@ -147,14 +143,14 @@ def check_text(
 (rpquery.server_group.bad_name)
     """
     if not isinstance(value, str):
-        raise _fail(code, f"{what} must be a string, got {type(value).__name__}", value)
+        raise invalid(code, f"{what} must be a string, got {type(value).__name__}", value)
     problem = text_problem(value)
     if problem is not None:
-        raise _fail(code, f"{what} {value!r} {problem}", value)
+        raise invalid(code, f"{what} {value!r} {problem}", value)
     if (not value and not allow_empty) or (value and not value.strip() and not allow_blank):
-        raise _fail(code, f"{what} must not be empty", value)
+        raise invalid(code, f"{what} must not be empty", value)
     if len(value) > max_length:
-        raise _fail(code, f"{what} must be at most {max_length} characters", value)
+        raise invalid(code, f"{what} must be at most {max_length} characters", value)
     return value
 
 
@@ -179,7 +175,7 @@ def check_int(
     token is ``token`` when given, else the value."""
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         detail = f"{what} must be an integer in {minimum}..{maximum}, got {value!r}"
-        raise _fail(code, detail, _token(value, token))
+        raise invalid(code, detail, _token(value, token))
     return value
 
 
@@ -206,7 +202,7 @@ def check_ratio(
             ok = math.isfinite(number) and 0 < number <= MAX_RATIO
     if not ok:
         detail = f"{what} must be a finite number in (0, {MAX_RATIO:g}], got {value!r}"
-        raise _fail(code, detail, _token(value, token))
+        raise invalid(code, detail, _token(value, token))
     return number
 
 
@@ -216,7 +212,7 @@ def check_ratio(
 def check_mapping(value: object, code: str, what: str) -> dict[Any, Any]:
     """A mapping (JSON object) as a plain ``dict``; anything else is ``InvalidRequest``."""
     if not isinstance(value, Mapping):
-        raise _fail(code, f"{what} must be a mapping, got {type(value).__name__}", value)
+        raise invalid(code, f"{what} must be a mapping, got {type(value).__name__}", value)
     return dict(value)
 
 
@@ -224,5 +220,5 @@ def check_str_list(value: object, code: str, what: str) -> list[str]:
     """A string, or a list or tuple of strings, as a list (a JSON array of strings)."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
-        raise _fail(code, f"{what} must be a string or a list of strings", value)
+        raise invalid(code, f"{what} must be a string or a list of strings", value)
     return list(items)

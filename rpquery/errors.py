@@ -32,6 +32,7 @@ __all__ = [
     "RpqueryError",
     "SchemaError",
     "TooComplex",
+    "invalid",
     "readable_detail",
     "shorten",
 ]
@@ -98,6 +99,17 @@ class InvalidRequest(RpqueryError):
     """
 
     default_code = "rpquery.invalid_request"
+
+
+def invalid(code: str, detail: str, token: object) -> InvalidRequest:
+    """The one factory of input errors: ``InvalidRequest(code, detail)`` whose token is
+    ``token`` itself when a string, else its ``repr`` (a value of the wrong type, as an
+    API layer may pass a JSON value straight through).
+
+    >>> invalid("rpquery.request.bad_limit", "limit must be an integer", 1.5).token
+    '1.5'
+    """
+    return InvalidRequest(code, detail, token=token if isinstance(token, str) else repr(token))
 
 
 class NotFound(RpqueryError):

@@ -42,7 +42,7 @@ from rpquery.aggregate_metadata.extra_specs import (
     ValueSpec,
 )
 from rpquery.db import Database
-from rpquery.errors import InvalidRequest, NotFound
+from rpquery.errors import InvalidRequest, NotFound, invalid
 from rpquery.policies.base import HostPolicy
 from rpquery.store.tables import (
     aggregate_metadata as am,
@@ -102,10 +102,6 @@ class AggregateMetadata:
 # --------------------------------------------------------------------- validation
 
 
-def _bad(code: str, detail: str, token: str) -> InvalidRequest:
-    return InvalidRequest(code, detail, token=token)
-
-
 def check_aggregate_uuid(value: object) -> str:
     """An aggregate uuid, canonical (:func:`rpquery._validation.check_uuid`): the form
     stored and compared, so upper and lower case name one aggregate on every backend."""
@@ -115,13 +111,13 @@ def check_aggregate_uuid(value: object) -> str:
 def check_key(key: object) -> str:
     """Keys: 1..255 characters, no control characters, no surrounding whitespace."""
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
-        raise _bad(
+        raise invalid(
             "rpquery.aggregate_metadata.bad_key",
             f"keys must be 1 to {MAX_KEY_LENGTH} characters",
             str(key),
         )
     if key != key.strip() or _CONTROL_RE.search(key) or validation.text_problem(key):
-        raise _bad(
+        raise invalid(
             "rpquery.aggregate_metadata.bad_key",
             f"key {key!r} has surrounding whitespace, control characters or lone surrogates",
             key,
@@ -138,21 +134,21 @@ def check_value(key: str, value: object) -> str:
         or _CONTROL_RE.search(value)
         or validation.text_problem(value)
     ):
-        raise _bad(
+        raise invalid(
             "rpquery.aggregate_metadata.bad_value",
             f"value of {key!r} must be at most {MAX_VALUE_LENGTH} printable characters",
             str(value),
         )
     if key == FORCE_KEY:
         if value.strip().lower() not in ("true", "false"):
-            raise _bad(
+            raise invalid(
                 "rpquery.aggregate_metadata.bad_force_metadata_check",
                 f'force_metadata_check must be "True" or "False", not {value!r}',
                 value,
             )
         return "True" if value.strip().lower() == "true" else "False"
     if ValueSpec.parse(value).exclusive_violation:
-        raise _bad(
+        raise invalid(
             "rpquery.aggregate_metadata.exclusive_sentinel",
             f"{key}={value!r}: '!' cannot be combined with other values",
             value,
@@ -163,7 +159,9 @@ def check_value(key: str, value: object) -> str:
 def validate_items(items: Mapping[str, str]) -> dict[str, str]:
     """Check keys and values to write; returns them normalised (see :func:`check_value`)."""
     if not isinstance(items, Mapping) or not items:
-        raise _bad("rpquery.aggregate_metadata.empty", "give at least one KEY=VALUE", str(items))
+        raise invalid(
+            "rpquery.aggregate_metadata.empty", "give at least one KEY=VALUE", str(items)
+        )
     return {check_key(k): check_value(k, v) for k, v in items.items()}
 
 
@@ -261,7 +259,7 @@ def unset_metadata(db: Database, aggregate_uuid: str, keys: Iterable[str]) -> Ag
     given = validation.check_str_list(keys, "rpquery.aggregate_metadata.bad_key", "keys")
     wanted = sorted({check_key(k) for k in given})
     if not wanted:
-        raise _bad("rpquery.aggregate_metadata.empty", "give at least one KEY to unset", "")
+        raise invalid("rpquery.aggregate_metadata.empty", "give at least one KEY to unset", "")
     with db.begin() as conn:
         current = _read(conn, aggregate_uuid)
         missing = [k for k in wanted if k not in current]

@@ -35,7 +35,7 @@ from rpquery._validation import (
     matches,
     text_problem,
 )
-from rpquery.errors import InvalidRequest
+from rpquery.errors import invalid
 from rpquery.store.catalog import check_resource_class_name, check_trait_name
 
 __all__ = [
@@ -60,10 +60,6 @@ _GLOBAL_KEYS = frozenset({"group_policy", "root_required", "same_subtree", "limi
 GROUP_POLICIES = ("none", "isolate")
 
 Params = str | Mapping[str, str | Sequence[str]]
-
-
-def _fail(code: str, detail: str, token: str) -> InvalidRequest:
-    return InvalidRequest(f"rpquery.{code}", detail, token=token)
 
 
 # ------------------------------------------------------------------ dataclasses
@@ -157,7 +153,9 @@ class CandidatesRequest:
     def __post_init__(self) -> None:
         groups = _sequence(self.groups, "groups")
         if not all(isinstance(g, RequestGroup) for g in groups):
-            raise _fail("request.bad_params", "groups must be RequestGroup values", "groups")
+            raise invalid(
+                "rpquery.request.bad_params", "groups must be RequestGroup values", "groups"
+            )
         object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "root_required", _names(self.root_required, "root_required"))
         object.__setattr__(self, "root_forbidden", _names(self.root_forbidden, "root_forbidden"))
@@ -203,7 +201,9 @@ class ProvidersRequest:
         if self.name is not None:
             check_text(self.name, "rpquery.request.bad_text", "name", max_length=MAX_INT)
         if not isinstance(self.filters, RequestGroup):
-            raise _fail("request.bad_params", "filters must be a RequestGroup", "filters")
+            raise invalid(
+                "rpquery.request.bad_params", "filters must be a RequestGroup", "filters"
+            )
 
     def trait_names(self) -> set[str]:
         return self.filters.trait_names()
@@ -214,14 +214,14 @@ class ProvidersRequest:
 
 def _sequence(value: object, what: str) -> tuple[object, ...]:
     if not isinstance(value, list | tuple | set | frozenset):
-        raise _fail("request.bad_params", f"{what} must be a list", what)
+        raise invalid("rpquery.request.bad_params", f"{what} must be a list", what)
     return tuple(value)
 
 
 def _names_list(value: object, what: str) -> list[str]:
     items = _sequence(value, what)
     if not all(isinstance(i, str) for i in items):
-        raise _fail("request.bad_params", f"{what} must hold strings only", what)
+        raise invalid("rpquery.request.bad_params", f"{what} must hold strings only", what)
     return [str(i) for i in items]
 
 
@@ -231,22 +231,26 @@ def _names(value: object, what: str) -> frozenset[str]:
     if isinstance(value, frozenset):
         return value
     if not isinstance(value, list | tuple | set):
-        raise _fail("request.bad_params", f"{what} must be a list", what)
+        raise invalid("rpquery.request.bad_params", f"{what} must be a list", what)
     try:
         return frozenset(value)
     except TypeError:
-        raise _fail("request.bad_params", f"{what} must hold strings only", what) from None
+        raise invalid(
+            "rpquery.request.bad_params", f"{what} must hold strings only", what
+        ) from None
 
 
 def _name_sets(value: object, what: str) -> tuple[frozenset[str], ...]:
     if not isinstance(value, list | tuple):
-        raise _fail("request.bad_params", f"{what} must be a list", what)
+        raise invalid("rpquery.request.bad_params", f"{what} must be a list", what)
     return tuple(_names(s, what) for s in value)
 
 
 def _validate_group(g: RequestGroup) -> None:
     if g.suffix != "" and not matches(SUFFIX_RE, g.suffix):
-        raise _fail("request.bad_suffix", f"bad group suffix {g.suffix!r}", str(g.suffix))
+        raise invalid(
+            "rpquery.request.bad_suffix", f"bad group suffix {g.suffix!r}", str(g.suffix)
+        )
     for rc, amount in g.resources.items():
         check_resource_class_name(rc)
         check_int(amount, "rpquery.request.bad_amount", f"amount of {rc}", minimum=1, token=rc)
@@ -254,7 +258,9 @@ def _validate_group(g: RequestGroup) -> None:
         for name in names:
             check_trait_name(name)
     if any(not s for s in (*g.required, *g.member_of)):
-        raise _fail("request.empty_value", "an any-of set is empty", g.suffix or "required")
+        raise invalid(
+            "rpquery.request.empty_value", "an any-of set is empty", g.suffix or "required"
+        )
 
 
 def _check_conflicts(g: RequestGroup) -> None:
@@ -266,7 +272,9 @@ def _check_conflicts(g: RequestGroup) -> None:
         if any_of <= g.forbidden:
             names = sorted(any_of)
             what = f"trait {names[0]} is" if len(names) == 1 else f"traits {', '.join(names)} are"
-            raise _fail("trait.conflict", f"{what} both required and forbidden", names[0])
+            raise invalid(
+                "rpquery.trait.conflict", f"{what} both required and forbidden", names[0]
+            )
 
 
 def _validate_candidates(r: CandidatesRequest) -> None:
@@ -274,18 +282,22 @@ def _validate_candidates(r: CandidatesRequest) -> None:
     dupes = {s for s in suffixes if suffixes.count(s) > 1}
     if dupes:
         token = sorted(dupes)[0]
-        raise _fail("request.duplicate_group", f"group {token!r} given twice", token)
+        raise invalid("rpquery.request.duplicate_group", f"group {token!r} given twice", token)
     for g in r.groups:
         _check_conflicts(g)
     if not any(g.resources for g in r.groups):
-        raise _fail("request.no_resources", "at least one group needs resources", "resources")
+        raise invalid(
+            "rpquery.request.no_resources", "at least one group needs resources", "resources"
+        )
     if r.group_policy is not None and r.group_policy not in GROUP_POLICIES:
-        raise _fail(
-            "request.bad_group_policy", "group_policy must be none or isolate", str(r.group_policy)
+        raise invalid(
+            "rpquery.request.bad_group_policy",
+            "group_policy must be none or isolate",
+            str(r.group_policy),
         )
     if sum(1 for s in suffixes if s) > 1 and r.group_policy is None:
-        raise _fail(
-            "request.group_policy_missing",
+        raise invalid(
+            "rpquery.request.group_policy_missing",
             "group_policy is required with two or more suffixed groups",
             "group_policy",
         )
@@ -294,7 +306,9 @@ def _validate_candidates(r: CandidatesRequest) -> None:
             check_trait_name(name)
     both = sorted(r.root_required & r.root_forbidden)
     if both:
-        raise _fail("trait.conflict", f"root trait {both[0]} required and forbidden", both[0])
+        raise invalid(
+            "rpquery.trait.conflict", f"root trait {both[0]} required and forbidden", both[0]
+        )
     _validate_subtrees(r, set(suffixes))
     if r.limit is not None:
         check_int(r.limit, "rpquery.request.bad_limit", "limit", minimum=1)
@@ -305,19 +319,21 @@ def _validate_subtrees(r: CandidatesRequest, suffixes: set[str]) -> None:
     for tree in r.same_subtree:
         for s in tree:
             if not s or s not in suffixes:
-                raise _fail("request.unknown_suffix", f"same_subtree names unknown group {s!r}", s)
+                raise invalid(
+                    "rpquery.request.unknown_suffix", f"same_subtree names unknown group {s!r}", s
+                )
     for g in r.groups:
         if g.resources:
             continue
         if not g.suffix:
-            raise _fail(
-                "request.resourceless_unsuffixed",
+            raise invalid(
+                "rpquery.request.resourceless_unsuffixed",
                 "required/member_of/in_tree without unsuffixed resources",
                 "resources",
             )
         if g.suffix not in in_subtree:
-            raise _fail(
-                "request.resourceless_group",
+            raise invalid(
+                "rpquery.request.resourceless_group",
                 f"resourceless group {g.suffix!r} must be named in same_subtree",
                 g.suffix,
             )
@@ -337,30 +353,38 @@ def _multidict(params: Params) -> dict[str, list[str]]:
             for v in ([vals] if isinstance(vals, str) else _value_list(str(k), vals))
         ]
     else:
-        raise _fail("request.bad_params", "params must be a query string or a mapping", "")
+        raise invalid(
+            "rpquery.request.bad_params", "params must be a query string or a mapping", ""
+        )
     for key, value in pairs:
         if not isinstance(value, str):
-            raise _fail("request.bad_params", f"value of {key} is not a string", str(key))
+            raise invalid(
+                "rpquery.request.bad_params", f"value of {key} is not a string", str(key)
+            )
         for text in (key, value):
             problem = text_problem(text)
             if problem is not None:
-                raise _fail("request.bad_text", f"parameter {key!r}: {text!r} {problem}", key)
+                raise invalid(
+                    "rpquery.request.bad_text", f"parameter {key!r}: {text!r} {problem}", key
+                )
         out.setdefault(key, []).append(value)
     return out
 
 
 def _value_list(key: str, values: object) -> list[object]:
     if not isinstance(values, list | tuple):
-        raise _fail("request.bad_params", f"value of {key} is not a string or a list", key)
+        raise invalid(
+            "rpquery.request.bad_params", f"value of {key} is not a string or a list", key
+        )
     return list(values)
 
 
 def _single(key: str, values: list[str]) -> str:
     if len(values) != 1:
-        raise _fail("request.duplicate_parameter", f"{key} may be given once", key)
+        raise invalid("rpquery.request.duplicate_parameter", f"{key} may be given once", key)
     value = values[0].strip()
     if not value:
-        raise _fail("request.empty_value", f"{key} has an empty value", key)
+        raise invalid("rpquery.request.empty_value", f"{key} has an empty value", key)
     return value
 
 
@@ -368,7 +392,7 @@ def _items(key: str, value: str) -> list[str]:
     """Comma-separated items, each stripped; an empty item is an error."""
     items = [part.strip() for part in value.split(",")]
     if not value.strip() or any(not i for i in items):
-        raise _fail("request.empty_value", f"empty item in {key}={value!r}", key)
+        raise invalid("rpquery.request.empty_value", f"empty item in {key}={value!r}", key)
     return items
 
 
@@ -383,12 +407,16 @@ def parse_resources(key: str, value: str) -> dict[str, int]:
         rc, sep, amount = item.partition(":")
         rc, amount = rc.strip(), amount.strip()
         if not sep or not rc:
-            raise _fail("request.bad_resources", f"expected CLASS:AMOUNT, got {item!r}", item)
+            raise invalid(
+                "rpquery.request.bad_resources", f"expected CLASS:AMOUNT, got {item!r}", item
+            )
         check_resource_class_name(rc)
         if not re.fullmatch(r"[0-9]{1,10}", amount) or not 0 < int(amount) <= MAX_INT:
-            raise _fail("request.bad_amount", f"bad amount in {item!r} (1..{MAX_INT})", item)
+            raise invalid(
+                "rpquery.request.bad_amount", f"bad amount in {item!r} (1..{MAX_INT})", item
+            )
         if rc in out:
-            raise _fail("request.duplicate_resource", f"{rc} given twice in {key}", rc)
+            raise invalid("rpquery.request.duplicate_resource", f"{rc} given twice in {key}", rc)
         out[rc] = int(amount)
     return out
 
@@ -406,7 +434,9 @@ def parse_required(key: str, values: list[str]) -> tuple[list[frozenset[str]], s
             names = _items(key, value.strip()[3:])
             if any(n.startswith("!") for n in names):
                 token = next(n for n in names if n.startswith("!"))
-                raise _fail("trait.bad_forbidden", "no forbidden traits inside in:", token)
+                raise invalid(
+                    "rpquery.trait.bad_forbidden", "no forbidden traits inside in:", token
+                )
             required.append(frozenset(check_trait_name(n) for n in names))
             continue
         for item in _items(key, value):
@@ -420,10 +450,12 @@ def parse_required(key: str, values: list[str]) -> tuple[list[frozenset[str]], s
 def _forbidden_name(item: str) -> str:
     name = item[1:]
     if not name:
-        raise _fail("trait.bad_forbidden", "'!' without a trait name", item)
+        raise invalid("rpquery.trait.bad_forbidden", "'!' without a trait name", item)
     if name != name.lstrip() or name.startswith("!"):
-        raise _fail(
-            "trait.bad_forbidden", f"whitespace between '!' and the trait name in {item!r}", item
+        raise invalid(
+            "rpquery.trait.bad_forbidden",
+            f"whitespace between '!' and the trait name in {item!r}",
+            item,
         )
     return check_trait_name(name)
 
@@ -439,7 +471,7 @@ def parse_member_of(key: str, values: list[str]) -> tuple[list[frozenset[str]], 
         if body.startswith("in:"):
             uuids = [check_uuid(u, "rpquery.request.bad_aggregate") for u in _items(key, body[3:])]
         elif "," in body:
-            raise _fail("request.bad_aggregate", "several aggregates need in:", value)
+            raise invalid("rpquery.request.bad_aggregate", "several aggregates need in:", value)
         else:
             uuids = [check_uuid(body.strip(), "rpquery.request.bad_aggregate")]
         if negate:
@@ -485,10 +517,10 @@ def _split_keys(params: dict[str, list[str]], allowed_globals: frozenset[str]) -
         if key in allowed_globals:
             continue
         if not match:
-            raise _fail("request.unknown_parameter", f"unknown parameter {key!r}", key)
+            raise invalid("rpquery.request.unknown_parameter", f"unknown parameter {key!r}", key)
         suffix = match.group(2)
         if suffix and not matches(SUFFIX_RE, suffix):
-            raise _fail("request.bad_suffix", f"bad group suffix in {key!r}", key)
+            raise invalid("rpquery.request.bad_suffix", f"bad group suffix in {key!r}", key)
         suffixes.add(suffix)
     return sorted(suffixes)
 
@@ -498,7 +530,9 @@ def _parse_limit(params: dict[str, list[str]]) -> int | None:
         return None
     raw = _single("limit", params["limit"])
     if not re.fullmatch(r"[0-9]{1,10}", raw) or not 0 < int(raw) <= MAX_INT:
-        raise _fail("request.bad_limit", f"limit must be an integer in 1..{MAX_INT}", raw)
+        raise invalid(
+            "rpquery.request.bad_limit", f"limit must be an integer in 1..{MAX_INT}", raw
+        )
     return int(raw)
 
 
@@ -507,7 +541,7 @@ def _parse_root_required(values: list[str]) -> tuple[frozenset[str], frozenset[s
     forbidden: set[str] = set()
     for value in values:
         if value.strip().startswith("in:"):
-            raise _fail("request.bad_root_required", "root_required takes no in:", value)
+            raise invalid("rpquery.request.bad_root_required", "root_required takes no in:", value)
         for item in _items("root_required", value):
             if item.startswith("!"):
                 forbidden.add(_forbidden_name(item))
@@ -528,8 +562,10 @@ def parse_candidates(params: Params) -> CandidatesRequest:
     groups = tuple(_group_from(s, multi) for s in suffixes)
     policy = _single("group_policy", multi["group_policy"]) if "group_policy" in multi else None
     if len(multi.get("root_required", [])) > 1:  # Placement answers 400 (no AND of them)
-        raise _fail(
-            "request.duplicate_parameter", "root_required may be given once", "root_required"
+        raise invalid(
+            "rpquery.request.duplicate_parameter",
+            "root_required may be given once",
+            "root_required",
         )
     root_req, root_forb = _parse_root_required(multi.get("root_required", []))
     subtrees = tuple(tuple(_items("same_subtree", v)) for v in multi.get("same_subtree", []))
@@ -553,7 +589,9 @@ def parse_providers(params: Params) -> ProvidersRequest:
     suffixes = _split_keys(multi, frozenset({"uuid", "name"}))
     if any(suffixes):
         token = next(s for s in suffixes if s)
-        raise _fail("request.unknown_parameter", "resource provider lists take no suffix", token)
+        raise invalid(
+            "rpquery.request.unknown_parameter", "resource provider lists take no suffix", token
+        )
     uuid = (
         check_uuid(_single("uuid", multi["uuid"]), "rpquery.request.bad_uuid")
         if "uuid" in multi

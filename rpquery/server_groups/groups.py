@@ -29,7 +29,7 @@ from sqlalchemy.sql import ColumnElement
 
 from rpquery import _validation as validation
 from rpquery.db import Database
-from rpquery.errors import ConcurrentUpdate, Conflict, InvalidRequest, NotFound
+from rpquery.errors import ConcurrentUpdate, Conflict, NotFound, invalid
 from rpquery.retry import LOCKED_WRITES, retrying
 from rpquery.server_groups import _group_hosts as gh
 from rpquery.server_groups import weighers as w
@@ -187,27 +187,23 @@ class ServerGroupDetail:
 # ---------------------------------------------------------------- validation
 
 
-def _bad(code: str, detail: str, token: str) -> InvalidRequest:
-    return InvalidRequest(code, detail, token=token)
-
-
 def _check_policies(policies: object) -> str:
     given = validation.check_str_list(policies, "rpquery.server_group.unknown_policy", "policies")
     for policy in given:
         if policy not in POLICIES:
-            raise _bad(
+            raise invalid(
                 "rpquery.server_group.unknown_policy",
                 f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}",
                 str(policy),
             )
     if not given:
-        raise _bad(
+        raise invalid(
             "rpquery.server_group.no_policy",
             "a server group needs exactly one policy, got none",
             "",
         )
     if len(given) > 1:
-        raise _bad(
+        raise invalid(
             "rpquery.server_group.multiple_policies",
             f"a server group takes exactly one policy, got {', '.join(given)}",
             given[1],
@@ -219,9 +215,9 @@ def _check_rules(policy: str, given: object) -> int | None:
     rules = validation.check_mapping(given, "rpquery.server_group.unknown_rule", "rules")
     for key in rules:
         if key != MAX_SERVER_PER_HOST:
-            raise _bad("rpquery.server_group.unknown_rule", f"unknown rule {key!r}", str(key))
+            raise invalid("rpquery.server_group.unknown_rule", f"unknown rule {key!r}", str(key))
         if key not in POLICY_RULES[policy]:
-            raise _bad(
+            raise invalid(
                 "rpquery.server_group.rule_not_allowed",
                 f"policy {policy} takes no rule {key!r}",
                 key,

@@ -52,7 +52,14 @@ from sqlalchemy.engine import Connection
 
 from rpquery._validation import check_int, check_uuid
 from rpquery.db import Database
-from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
+from rpquery.errors import (
+    CapacityExceeded,
+    ConcurrentUpdate,
+    InUse,
+    InvalidRequest,
+    NotFound,
+    invalid,
+)
 from rpquery.models import ConsumerAllocations, Inventory
 from rpquery.store import catalog, dialects
 from rpquery.store.tables import allocations, inventories, resource_classes, resource_providers
@@ -382,13 +389,9 @@ def _check_final(before: _Pairs, after: _Pairs, uuids: Mapping[int, str]) -> Non
 # ---------------------------------------------------------------- Placement 1.38 body
 
 
-def _bad(detail: str, token: str) -> InvalidRequest:
-    return InvalidRequest(BAD_BODY, detail, token=token)
-
-
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise _bad(f"{where} must be an object", where)
+        raise invalid(BAD_BODY, f"{where} must be an object", where)
     return value
 
 
@@ -397,9 +400,9 @@ def _only_keys(
 ) -> None:
     for key in value:
         if key not in allowed:
-            raise _bad(f"unexpected key {key!r} in {where}", f"{where}.{key}")
+            raise invalid(BAD_BODY, f"unexpected key {key!r} in {where}", f"{where}.{key}")
     for key in sorted(required - value.keys()):
-        raise _bad(f"{where} lacks required key {key!r}", f"{where}.{key}")
+        raise invalid(BAD_BODY, f"{where} lacks required key {key!r}", f"{where}.{key}")
 
 
 def _parse_inventory(rc: str, spec: Any, where: str) -> Inventory:
