@@ -159,6 +159,12 @@ def check_external_id(value: object, code: str, what: str) -> str:
     return check_text(value, code, what, max_length=255, allow_blank=False)
 
 
+def check_name(value: object, code: str, what: str, *, max_length: int = 255) -> str:
+    """A name (of a provider, a server group): storable, 1 to ``max_length`` characters,
+    not only whitespace."""
+    return check_text(value, code, what, max_length=max_length, allow_blank=False)
+
+
 # ---------------------------------------------------------------- numbers
 
 

@@ -256,6 +256,7 @@ COVERED: dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]] = {
         lambda v: validation.check_external_id(v, "c", "id"),
         anything,
     ),
+    "rpquery._validation.check_name": (lambda v: validation.check_name(v, "c", "n"), anything),
     "rpquery._validation.check_int": (lambda v: validation.check_int(v, "c", "n"), anything),
     "rpquery._validation.check_ratio": (lambda v: validation.check_ratio(v, "c"), anything),
     "rpquery._validation.check_mapping": (

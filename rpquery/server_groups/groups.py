@@ -232,9 +232,9 @@ def _check_rules(policy: str, given: object) -> int | None:
     )
 
 
-def _check_text(value: object, code: str, what: str) -> str:
-    """1 to 255 characters of storable text, stored without surrounding whitespace."""
-    return validation.check_text(value, code, what, allow_blank=False).strip()
+def _external_id(value: object, code: str, what: str) -> str:
+    """A project or user id, stored without surrounding whitespace."""
+    return validation.check_external_id(value, code, what).strip()
 
 
 def validate_group(
@@ -253,10 +253,11 @@ def validate_group(
     """
     policy = _check_policies(policies)
     return GroupSpec(
-        name=_check_text(name, "rpquery.server_group.bad_name", "name"),
+        # stored without surrounding whitespace
+        name=validation.check_name(name, "rpquery.server_group.bad_name", "name").strip(),
         policy=policy,
-        project_id=_check_text(project_id, "rpquery.server_group.bad_project", "project"),
-        user_id=_check_text(user_id, "rpquery.server_group.bad_user", "user"),
+        project_id=_external_id(project_id, "rpquery.server_group.bad_project", "project"),
+        user_id=_external_id(user_id, "rpquery.server_group.bad_user", "user"),
         max_server_per_host=_check_rules(policy, {} if rules is None else rules),
     )
 

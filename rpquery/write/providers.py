@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
-from rpquery._validation import check_int, check_text, check_uuid
+from rpquery import _validation
+from rpquery._validation import check_int, check_uuid
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import ResourceProvider
@@ -62,12 +63,8 @@ MAX_NAME_LENGTH = 200
 def check_name(name: object) -> str:
     """A provider name is a non-blank string of at most 200 characters, no NUL and no
     lone surrogate (``rpquery.provider.bad_name``)."""
-    return check_text(
-        name,
-        "rpquery.provider.bad_name",
-        "provider name",
-        max_length=MAX_NAME_LENGTH,
-        allow_blank=False,
+    return _validation.check_name(
+        name, "rpquery.provider.bad_name", "provider name", max_length=MAX_NAME_LENGTH
     )
 
 
