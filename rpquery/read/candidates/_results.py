@@ -76,15 +76,26 @@ class ProviderSummary:
     traits: frozenset[str]
 
     def to_placement(self) -> dict[str, Any]:
-        return {
-            "resources": {
-                rc: {"capacity": r.capacity, "used": r.used}
-                for rc, r in sorted(self.resources.items())
-            },
-            "traits": sorted(self.traits),
-            "parent_provider_uuid": self.parent_uuid,
-            "root_provider_uuid": self.root_uuid,
-        }
+        return summary_body(
+            sorted(self.resources.items()), sorted(self.traits), self.parent_uuid, self.root_uuid
+        )
+
+
+def summary_body(
+    resources: Iterable[tuple[str, ResourceSummary]],
+    traits: list[str],
+    parent_uuid: str | None,
+    root_uuid: str,
+) -> dict[str, Any]:
+    """Placement's shape of one provider summary, from its parts in the order shown
+    (classes and traits sorted by name): the one renderer of both
+    :meth:`ProviderSummary.to_placement` and :meth:`SummaryRows.render`."""
+    return {
+        "resources": {rc: {"capacity": r.capacity, "used": r.used} for rc, r in resources},
+        "traits": traits,
+        "parent_provider_uuid": parent_uuid,
+        "root_provider_uuid": root_uuid,
+    }
 
 
 @dataclass(frozen=True)
@@ -110,13 +121,23 @@ class AllocationRequest:
         return out
 
     def to_placement(self) -> dict[str, Any]:
-        return {
-            "allocations": {
-                rp: {"resources": dict(sorted(res.items()))}
-                for rp, res in sorted(self.allocations.items())
-            },
-            "mappings": {s: list(rps) for s, rps in sorted(self.mappings.items())},
-        }
+        return request_body(
+            sorted((rp, sorted(res.items())) for rp, res in self.allocations.items()),
+            sorted(self.mappings.items()),
+        )
+
+
+def request_body(
+    allocations: Iterable[tuple[str, Iterable[tuple[str, int]]]],
+    mappings: Iterable[tuple[str, Iterable[str]]],
+) -> dict[str, Any]:
+    """Placement's shape of one allocation request, from its parts in the order shown
+    (providers by uuid, each one's classes by name; suffixes sorted): the one renderer
+    of both :meth:`AllocationRequest.to_placement` and :meth:`RequestRows.render`."""
+    return {
+        "allocations": {rp: {"resources": dict(res)} for rp, res in allocations},
+        "mappings": {s: list(rps) for s, rps in mappings},
+    }
 
 
 _new_object = object.__new__
@@ -215,21 +236,19 @@ class RequestRows:
         requests one by one. Every dict and list is new: callers may mutate them."""
         out = []
         for _c, picks, uu, allocs, maps in self._laid_out():
-            if len(allocs) == 1:
-                k, res = allocs[0]
-                allocations = {uu[k]: {"resources": dict(res)}}
-            else:
-                allocations = {
-                    u: {"resources": dict(res)}
-                    for u, res in sorted((uu[k], res) for k, res in allocs)
-                }
-            mappings = {
-                s: [uu[ks[0]]]
-                if len(ks) == 1
-                else [uu[k] for k in sorted(ks, key=picks.__getitem__)]
+            allocations = [(uu[k], res) for k, res in allocs]
+            if len(allocations) > 1:
+                allocations.sort()
+            mappings = [
+                (
+                    s,
+                    (uu[ks[0]],)
+                    if len(ks) == 1
+                    else map(uu.__getitem__, sorted(ks, key=picks.__getitem__)),
+                )
                 for s, ks in maps
-            }
-            out.append({"allocations": allocations, "mappings": mappings})
+            ]
+            out.append(request_body(allocations, mappings))
         return out
 
 
@@ -362,15 +381,12 @@ class SummaryRows:
             order = rc_order.get(arrived)
             if order is None:
                 order = rc_order[arrived] = tuple(sorted(arrived))
-            out[uuid] = {
-                "resources": {
-                    rc: {"capacity": r.capacity, "used": r.used}
-                    for rc, r in zip(order, map(resources.__getitem__, order), strict=True)
-                },
-                "traits": list(names),
-                "parent_provider_uuid": uuid_by_id[parent] if parent is not None else None,
-                "root_provider_uuid": uuid_by_id[root],
-            }
+            out[uuid] = summary_body(
+                zip(order, map(resources.__getitem__, order), strict=True),
+                list(names),
+                uuid_by_id[parent] if parent is not None else None,
+                uuid_by_id[root],
+            )
         return out
 
 
