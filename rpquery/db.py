@@ -36,6 +36,7 @@ from rpquery.errors import (
     SchemaError,
 )
 from rpquery.store import dialects
+from rpquery.store.urls import DEFAULT_URL, REPLICA_URLS_ENV, split_urls
 
 __all__ = [
     "DEFAULT_URL",
@@ -55,24 +56,10 @@ __all__ = [
 
 T = TypeVar("T")
 
-DEFAULT_URL = "sqlite:///rpquery.db"
 SCHEMA_MISSING = "rpquery.schema.missing"
 _URL_FORMS = "sqlite://, postgresql:// and mysql:// (or mariadb://)"
 
 Tracer = Callable[[str, Any], None]
-
-
-#: Read replicas' URLs, separated by commas or spaces (the CLI's ``--replica``).
-REPLICA_URLS_ENV = "RPQUERY_DB_REPLICA_URLS"
-
-
-def split_urls(text: str | None) -> list[str]:
-    """URLs from a comma- or space-separated list (``RPQUERY_DB_REPLICA_URLS``).
-
-    >>> split_urls("postgresql://a/x, postgresql://b/x")
-    ['postgresql://a/x', 'postgresql://b/x']
-    """
-    return [part for part in re.split(r"[,\s]+", text or "") if part]
 
 
 #: The backends rpquery runs on (SQLAlchemy's dialect names, with their aliases).

@@ -1,15 +1,17 @@
 """The ``rpquery`` command line (click). Every command takes ``--db URL`` (default
 ``sqlite:///rpquery.db``, or ``RPQUERY_DB_URL``).
 
-Feature commands live in their own modules under ``rpquery.cli`` and are attached to
-:data:`main` at the bottom of this file.
+Feature commands live in their own modules under ``rpquery.cli``; :data:`main` imports a
+module only when one of its commands runs, and ``rpquery --help`` lists them from
+:data:`COMMAND_MODULES` without importing any (start-up time, issue 18).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,21 +23,130 @@ from rpquery.cli._common import (
     handles_errors,
     json_option,
 )
-from rpquery.db import DEFAULT_URL, REPLICA_URLS_ENV, Database, split_urls
-from rpquery.store import migrations
+from rpquery.store.urls import DEFAULT_URL, REPLICA_URLS_ENV, split_urls
+
+if TYPE_CHECKING:
+    from rpquery.db import Database
 
 __all__ = [
+    "COMMAND_MODULES",
     "FEATURE_MODULES",
     "SKIPPED_FEATURES",
     "db_check",
     "db_group",
     "db_status",
     "db_upgrade",
+    "load_all_commands",
     "main",
 ]
 
 
-@click.group()
+#: Feature modules under ``rpquery.cli``; each exposes ``COMMANDS``, a list of click
+#: commands or groups attached to :data:`main`.
+FEATURE_MODULES = (
+    "core",
+    "queries",
+    "why",
+    "tour",
+    "aggregates",
+    "server_groups",
+    "tags",
+    "reshape",
+    "serve",
+)
+
+#: Every feature command: its name → (module under ``rpquery.cli``, the one-line help that
+#: ``rpquery --help`` shows without importing the module). ``tests/test_cli_startup.py``
+#: checks this table against the modules' ``COMMANDS``.
+COMMAND_MODULES: dict[str, tuple[str, str]] = {
+    "load": ("core", "Load a sample cloud (upgrading the schema first), in one transaction."),
+    "usages": (
+        "core",
+        "Usages of a project (and user) grouped by consumer type (Placement 1.38+).",
+    ),
+    "claim": ("core", "Replace every allocation of a consumer, atomically."),
+    "release": ("core", "Delete every allocation of a consumer (and the consumer)."),
+    "providers": ("queries", "Resource providers (GET /resource_providers, microversion 1.39)."),
+    "candidates": (
+        "queries",
+        "Allocation candidates (GET /allocation_candidates, microversion 1.39).",
+    ),
+    "explain": (
+        "queries",
+        "The SQL a request sends to this backend (every statement, with its values) and "
+        "the database's plan for each.",
+    ),
+    "why": (
+        "why",
+        "Why hosts are excluded from a candidates request: hosts per reason, in the order "
+        "the filters apply, each host under its first reason.",
+    ),
+    "headroom": (
+        "why",
+        "How many more instances of a request fit: per host (as if alone) and in total "
+        "(a sharing provider's room counted once).",
+    ),
+    "tour": (
+        "tour",
+        "A guided tour: create the database, load a sample cloud, ask real questions.",
+    ),
+    "aggregate-metadata": ("aggregates", "Metadata of host aggregates for the flavor filter."),
+    "server-group": (
+        "server_groups",
+        "Server groups: affinity, anti-affinity, soft-affinity, soft-anti-affinity.",
+    ),
+    "schedule": (
+        "server_groups",
+        "Pick and claim hosts for COUNT new instances of a server group, one at a time.",
+    ),
+    "move": ("server_groups", "Migrate, evacuate or rebuild a member of a server group."),
+    "tags": ("tags", "Instance tags per namespace (user, system), with backend job states."),
+    "instances": (
+        "tags",
+        "Instances selected by their tags in one namespace (filters combine with AND).",
+    ),
+    "reshape": (
+        "reshape",
+        "Move inventories and allocations between providers atomically (POST /reshaper).",
+    ),
+    "serve": ("serve", "Serve Placement's REST API (microversions 1.0-1.39) on this database."),
+}
+
+#: Feature modules left out of this build, with the reason (shown by ``--debug``).
+SKIPPED_FEATURES: dict[str, str] = {}
+
+
+class LazyGroup(click.Group):
+    """A group whose feature commands are imported on first use: looking a command up
+    imports its module (and attaches all of that module's commands); listing them for
+    ``--help`` uses :data:`COMMAND_MODULES` and imports nothing."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            _load_feature(COMMAND_MODULES[cmd_name][0])
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None and name in COMMAND_MODULES:
+                module, help_text = COMMAND_MODULES[name]
+                if module in SKIPPED_FEATURES:
+                    continue
+                command = click.Command(name, help=help_text)  # a stand-in for its help line
+            if command is not None and not command.hidden:
+                rows.append((name, command))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+@click.group(cls=LazyGroup)
 @click.option(
     "--db",
     "db_url",
@@ -89,6 +200,7 @@ def main(
         db_url=db_url, replica_urls=replicas, max_replica_lag=max_replica_lag, debug=debug
     )
     if debug:
+        load_all_commands()
         for name, reason in SKIPPED_FEATURES.items():
             click.echo(f"debug: commands of rpquery.cli.{name} left out: {reason}", err=True)
 
@@ -102,6 +214,8 @@ def db_group() -> None:
 @handles_errors
 def db_upgrade() -> None:
     """Create or upgrade the schema; sync standard resource classes and traits."""
+    from rpquery.store import migrations
+
     db = get_db()
     migrations.upgrade(db)
     st = migrations.status(db)
@@ -126,6 +240,8 @@ def _warn_charset(problems: Sequence[tuple[str, str]]) -> None:
 @handles_errors
 def db_status(as_json: bool) -> None:
     """Schema revision and whether the database carries Placement's schema."""
+    from rpquery.store import migrations
+
     st = migrations.status(get_db())
     data = {
         "revision": st.revision,
@@ -152,6 +268,7 @@ def db_check(repair: bool, as_json: bool) -> None:
     ``rpq_usage_totals``/``rpq_consumer_counts`` (usages by consumer type, rpq0006) and
     ``rpq_provider_usages`` (usage per provider and class, rpq0007). Exit 1 when one
     differs (after ``--repair``: when one still differs) or a character set needs fixing."""
+    from rpquery.store import migrations
     from rpquery.usage.provider_totals import rebuild_provider_usages, verify_provider_usages
     from rpquery.usage.summary import rebuild_usage_summary, verify_usage_summary
 
@@ -188,42 +305,33 @@ def db_check(repair: bool, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-#: Feature modules under ``rpquery.cli``; each exposes ``COMMANDS``, a list of click
-#: commands or groups attached to :data:`main`.
-FEATURE_MODULES = (
-    "core",
-    "queries",
-    "why",
-    "tour",
-    "aggregates",
-    "server_groups",
-    "tags",
-    "reshape",
-    "serve",
-)
-
-
-#: Feature modules left out of this build, with the reason (shown by ``--debug``).
-SKIPPED_FEATURES: dict[str, str] = {}
-
-
-def _register_features() -> None:
-    """Attach every feature module's commands. A module that is absent, or that needs a
-    part of rpquery that is absent (a feature still being built), is left out so the
-    other commands keep working; any other import error is a bug and is raised."""
-    import importlib
-
-    for name in FEATURE_MODULES:
-        module_name = f"rpquery.cli.{name}"
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            if not (exc.name or "").startswith("rpquery"):
-                raise
-            SKIPPED_FEATURES[name] = str(exc)
-            continue
-        for command in module.COMMANDS:
+def _load_feature(name: str) -> None:
+    """Import one feature module and attach its commands. A module that is absent, or
+    that needs a part of rpquery that is absent (a feature still being built), is left
+    out so the other commands keep working; any other import error is a bug and is
+    raised."""
+    if name in SKIPPED_FEATURES:
+        return
+    try:
+        module = importlib.import_module(f"rpquery.cli.{name}")
+    except ImportError as exc:
+        if not (exc.name or "").startswith("rpquery"):
+            raise
+        SKIPPED_FEATURES[name] = str(exc)
+        return
+    for command in module.COMMANDS:
+        if command.name not in main.commands:
             main.add_command(command)
+            if isinstance(command, click.Group):
+                _accept_db_after_subcommand(command)
+            else:
+                _accept_db_option(command)
+
+
+def load_all_commands() -> None:
+    """Import every feature module now (``--debug``, and tests that walk all commands)."""
+    for name in FEATURE_MODULES:
+        _load_feature(name)
 
 
 def _set_db_url(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -239,16 +347,20 @@ def _accept_db_after_subcommand(group: click.Group) -> None:
     for command in group.commands.values():
         if isinstance(command, click.Group):
             _accept_db_after_subcommand(command)
-        elif not any(p.name == "db_url" for p in command.params):
-            command.params.append(
-                click.Option(
-                    ["--db", "db_url"],
-                    expose_value=False,
-                    callback=_set_db_url,
-                    help="SQLAlchemy URL of the database (as the global --db).",
-                )
+        else:
+            _accept_db_option(command)
+
+
+def _accept_db_option(command: click.Command) -> None:
+    if not any(p.name == "db_url" for p in command.params):
+        command.params.append(
+            click.Option(
+                ["--db", "db_url"],
+                expose_value=False,
+                callback=_set_db_url,
+                help="SQLAlchemy URL of the database (as the global --db).",
             )
+        )
 
 
-_register_features()
-_accept_db_after_subcommand(main)
+_accept_db_after_subcommand(db_group)

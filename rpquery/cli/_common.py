@@ -16,13 +16,15 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import click
 
-from rpquery.db import Database
 from rpquery.errors import InvalidRequest, RpqueryError
+
+if TYPE_CHECKING:  # imported when a command first needs the database: --help stays light
+    from rpquery.db import Database
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,6 +83,8 @@ def get_db(ctx: click.Context | None = None) -> Database:
     root = ctx.find_root()
     obj = root.obj
     if "db" not in obj:
+        from rpquery.db import Database
+
         db = obj["db"] = Database(
             obj["db_url"],
             replicas=obj.get("replica_urls", ()),
