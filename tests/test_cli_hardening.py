@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from rpquery import generator
-from rpquery.cli import main
+from rpquery.cli import load_all_commands, main
 from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest, SchemaError
 from rpquery.read.providers import list_providers
@@ -144,6 +144,7 @@ def _leaf_commands(group: click.Group, prefix: str = "") -> list[tuple[str, clic
 
 
 def test_every_command_takes_db_after_the_subcommand() -> None:
+    load_all_commands()  # the feature modules load on first use
     leaves = _leaf_commands(main)
     assert len(leaves) > 20
     missing = [name for name, cmd in leaves if not any("--db" in p.opts for p in cmd.params)]

@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from rpquery.aggregate_metadata import metadata as aggregate_metadata
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
-from rpquery.db import Database
 from rpquery.errors import DatabaseError, InvalidRequest
-from rpquery.policies.base import HostPolicy
-from rpquery.read import providers as provider_list
 from rpquery.read.candidates import AllocationCandidates, allocation_candidates
-from rpquery.read.providers import list_providers
 from rpquery.read.request import CandidatesRequest, parse_candidates, parse_providers
-from rpquery.server_groups import groups as server_groups
-from rpquery.store.dialects import explain_prefix
+
+if TYPE_CHECKING:
+    from rpquery.db import Database
+    from rpquery.policies.base import HostPolicy
+    from rpquery.read.providers import ResourceProvider
+
+# Imported where used, so that a candidates query loads only the read path (start-up
+# time, issue 18): rpquery.read.providers (providers, explain --providers),
+# rpquery.aggregate_metadata (--extra-specs), rpquery.server_groups (--server-group).
 
 Params = dict[str, list[str]]
 
@@ -118,10 +120,15 @@ def build_policies(
             "rpquery.cli.bad_option", "--nova-compat needs --extra-specs", token="--nova-compat"
         )
     policies: list[HostPolicy] = []
-    flavor_filter = aggregate_metadata.policy_from_cli(extra_specs, nova_compat)
-    if flavor_filter is not None:
-        policies.append(flavor_filter)
+    if extra_specs is not None:
+        from rpquery.aggregate_metadata import metadata as aggregate_metadata
+
+        flavor_filter = aggregate_metadata.policy_from_cli(extra_specs, nova_compat)
+        if flavor_filter is not None:
+            policies.append(flavor_filter)
     if server_group is not None:
+        from rpquery.server_groups import groups as server_groups
+
         policies.append(server_groups.policy_for_group(db, server_group))
     return policies
 
@@ -244,17 +251,19 @@ def providers(
             ("in_tree", in_tree),
         )
     )
+    from rpquery.read import providers as provider_list
+
     request = parse_providers(params)
     db = get_db()
     policies = build_policies(db, extra_specs, nova_compat, server_group)
-    found = list_providers(db, request, policies=policies)
+    found = provider_list.list_providers(db, request, policies=policies)
     if as_json:
         emit_json(provider_list.to_placement(found))
     else:
         show_providers(found)
 
 
-def show_providers(found: Sequence[provider_list.ResourceProvider]) -> None:
+def show_providers(found: Sequence[ResourceProvider]) -> None:
     """One row per provider; parent and root by name when they are listed too."""
     names = {p.uuid: p.name or p.uuid for p in found}
     emit_table(
@@ -296,6 +305,8 @@ class ExplainedStatement:
 
 def explain_statement(db: Database, sql: str, params: Any, *, analyze: bool) -> ExplainedStatement:
     """The backend's plan for one captured statement."""
+    from rpquery.store.dialects import explain_prefix
+
     prefix = explain_prefix(db.dialect_name, analyze=analyze)
     try:
         with db.connect() as conn:
@@ -343,6 +354,8 @@ def explain(
     if as_providers:
         providers_request = parse_providers(params)
         policies = build_policies(db, extra_specs, nova_compat, server_group)
+        from rpquery.read.providers import list_providers
+
         run = lambda: list_providers(db, providers_request, policies=policies)  # noqa: E731
     else:
         request = parse_candidates(params)

@@ -13,13 +13,13 @@ False
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import os_resource_classes as orc
-import os_traits
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -67,7 +67,23 @@ __all__ = [
 
 CUSTOM_NAME_RE = re.compile(r"CUSTOM_[A-Z0-9_]+")
 STANDARD_RESOURCE_CLASSES: tuple[str, ...] = tuple(orc.STANDARDS)
-STANDARD_TRAITS: frozenset[str] = frozenset(os_traits.get_traits())
+if TYPE_CHECKING:
+    STANDARD_TRAITS: frozenset[str]
+
+
+@functools.cache
+def _standard_traits() -> frozenset[str]:
+    """``STANDARD_TRAITS``, read from os_traits on first use: os_traits imports its whole
+    package tree, which a request naming no standard trait does not need (start-up time)."""
+    import os_traits
+
+    return frozenset(os_traits.get_traits())
+
+
+def __getattr__(name: str) -> Any:
+    if name == "STANDARD_TRAITS":
+        return _standard_traits()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_valid_custom_name(name: object) -> bool:
@@ -76,7 +92,7 @@ def is_valid_custom_name(name: object) -> bool:
 
 
 def is_known_standard_trait(name: object) -> bool:
-    return isinstance(name, str) and name in STANDARD_TRAITS
+    return isinstance(name, str) and name in _standard_traits()
 
 
 def is_known_standard_resource_class(name: object) -> bool:
@@ -86,7 +102,7 @@ def is_known_standard_resource_class(name: object) -> bool:
 def check_trait_name(name: object) -> str:
     """Return ``name`` if it is a standard trait or a well-formed custom one, else raise
     ``InvalidRequest`` (``rpquery.trait.bad_name``). Needs no database."""
-    if is_known_standard_trait(name) or is_valid_custom_name(name):
+    if is_valid_custom_name(name) or is_known_standard_trait(name):
         return str(name)
     raise InvalidRequest(
         "rpquery.trait.bad_name",
@@ -118,7 +134,7 @@ def sync_standard(conn: Connection) -> None:
         [{"id": i, "name": n} for i, n in enumerate(STANDARD_RESOURCE_CLASSES)],
     )
     have = set(conn.execute(sa.select(traits.c.name)).scalars())
-    dialects.insert_ignore(conn, traits, [{"name": n} for n in sorted(STANDARD_TRAITS - have)])
+    dialects.insert_ignore(conn, traits, [{"name": n} for n in sorted(_standard_traits() - have)])
 
 
 def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:

@@ -13,6 +13,7 @@ nothing else in rpquery checks ``dialect.name``.
 
 from __future__ import annotations
 
+import importlib
 import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,9 +22,6 @@ from decimal import Decimal
 from typing import Any, cast
 
 from sqlalchemy import Select, Table, bindparam, exc, func, select
-from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement
@@ -138,12 +136,19 @@ def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) ->
     """
     if not rows:
         return
+    # SQLAlchemy's dialect modules are imported for the backend in use only (start-up time)
     name = conn.dialect.name
     if name == "postgresql":
+        from sqlalchemy.dialects import postgresql as pg_dialect
+
         conn.execute(pg_dialect.insert(table).on_conflict_do_nothing(), rows)
     elif name == "sqlite":
+        from sqlalchemy.dialects import sqlite as sqlite_dialect
+
         conn.execute(sqlite_dialect.insert(table).on_conflict_do_nothing(), rows)
     elif name in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql as mysql_dialect
+
         conn.execute(mysql_dialect.insert(table).prefix_with("IGNORE"), rows)
     else:  # pragma: no cover - only the three supported backends
         raise NotImplementedError(name)
@@ -195,6 +200,8 @@ class ExactText(TypeDecorator[str]):
 
     def load_dialect_impl(self, dialect: Any) -> TypeEngine[Any]:
         if dialect.name in ("mysql", "mariadb"):
+            from sqlalchemy.dialects import mysql as mysql_dialect
+
             collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
             return dialect.type_descriptor(
                 mysql_dialect.VARCHAR(self.length, charset="utf8mb4", collation=collation)
@@ -645,7 +652,8 @@ def insert_select_adding(
     before ``ON CONFLICT``)."""
     name = conn.dialect.name
     if name in ("postgresql", "sqlite"):
-        module = pg_dialect if name == "postgresql" else sqlite_dialect
+        # the backend's own dialect module only (start-up time)
+        module: Any = importlib.import_module(f"sqlalchemy.dialects.{name}")
         upsert = module.insert(table).from_select(list(columns), query)
         conn.execute(
             upsert.on_conflict_do_update(
@@ -654,6 +662,8 @@ def insert_select_adding(
             )
         )
     elif name in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql as mysql_dialect
+
         my = mysql_dialect.insert(table).from_select(list(columns), query)
         conn.execute(my.on_duplicate_key_update({c: table.c[c] + my.inserted[c] for c in add}))
     else:  # pragma: no cover - only the three supported backends
