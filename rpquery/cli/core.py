@@ -17,16 +17,18 @@ import sys
 import uuid as uuidlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
-from rpquery import generator
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.models import ConsumerAllocations
 from rpquery.usage import reads as usages_mod
-from rpquery.write import allocations
+
+if TYPE_CHECKING:  # generator (which imports the migrations) is loaded by ``load`` only
+    from rpquery import generator
 
 
 def single_values(pairs: Sequence[tuple[str, str]], allowed: Sequence[str]) -> dict[str, str]:
@@ -142,6 +144,8 @@ def load(
     as_json: bool,
 ) -> None:
     """Load a sample cloud (upgrading the schema first), in one transaction."""
+    from rpquery import generator
+
     spec = generator.CloudSpec(
         hosts=hosts,
         nested=nested,
@@ -331,6 +335,8 @@ def claim(
     consumer_uuid = consumer_uuid or str(uuidlib.uuid4())
     if generation is None:
         generation = usages_mod.consumer_allocations(db, consumer_uuid).generation
+    from rpquery.write import allocations
+
     allocations.replace_allocations(
         db,
         ConsumerAllocations(consumer_uuid, project_id, user_id, consumer_type, generation, wanted),
@@ -353,6 +359,8 @@ def release(consumer_uuid: str, generation: int | None, as_json: bool) -> None:
     db = get_db()
     if generation is None:
         generation = usages_mod.consumer_allocations(db, consumer_uuid).generation or 0
+    from rpquery.write import allocations
+
     allocations.delete_allocations(db, consumer_uuid, consumer_generation=generation)
     if as_json:
         emit_json({"consumer_uuid": consumer_uuid, "released": True})
