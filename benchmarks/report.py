@@ -59,7 +59,16 @@ def add_records(out: Path, kind: str, records: list[dict[str, Any]]) -> None:
 def _records(out: Path) -> dict[str, Any]:
     path = out / "records.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    kinds = ("loads", "results", "placement", "placement_writes", "http", "contention", "cluster")
+    kinds = (
+        "loads",
+        "results",
+        "placement",
+        "placement_writes",
+        "http",
+        "contention",
+        "startup",
+        "cluster",
+    )
     for kind in kinds:
         data.setdefault(kind, [])
     return data
@@ -423,6 +432,7 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
     md += ["", *_placement_writes_section(data["placement_writes"])]
     md += ["", *http_view.markdown(data["http"])]
     md += ["", *_contention_section(data["contention"])]
+    md += ["", *_startup_section(data["startup"])]
     md += ["", *_cluster_section(data["cluster"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
@@ -445,6 +455,22 @@ def _contention_section(rows: list[dict[str, Any]]) -> list[str]:
         f"{first['hosts']} hosts for {first['seconds']} s per backend "
         "(benchmarks/contention.py). A give-up is a conflict that outlived rpquery's "
         "retries and reached the caller; afterwards every invariant was checked.",
+        "",
+        *markdown(rows),
+    ]
+    return md
+
+
+def _startup_section(rows: list[dict[str, Any]]) -> list[str]:
+    from benchmarks.startup import markdown
+
+    md = ["## Start-up", ""]
+    if not rows:
+        return [*md, "Not run (select it with `--scenarios startup`)."]
+    md += [
+        f"One-off commands, each a fresh process, median of {rows[0]['runs']} runs "
+        f"(benchmarks/startup.py); the queries on a SQLite cloud of {rows[0]['hosts']} hosts. "
+        "CPU is user + system time of the process; the wall clock follows the machine's load.",
         "",
         *markdown(rows),
     ]

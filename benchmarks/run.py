@@ -11,7 +11,8 @@ pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
     python -m benchmarks.run --placement          # side by side with OpenStack Placement
     python -m benchmarks.run --placement --scenarios http   # the HTTP view alone
 
-After the timed scenarios come ``contention`` and ``cluster``: claims/s on a 3-node
+After the timed scenarios come ``contention``, ``startup`` (one-off ``rpquery`` commands,
+each a fresh process: benchmarks/startup.py) and ``cluster``: claims/s on a 3-node
 Galera cluster (1/8/16 writers, one node vs three; when ``mysql`` is benchmarked) and
 candidates latency on a PostgreSQL hot standby vs its primary (when ``postgresql`` is),
 each cluster started on loopback for the run (benchmarks/cluster.py; root and the
@@ -47,7 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         default="",
-        help="comma-separated names, 'http' (HTTP view), 'contention', 'cluster' (default: all)",
+        help="comma-separated names, 'http' (HTTP view), 'contention', 'startup', 'cluster' "
+        "(default: all)",
     )
     parser.add_argument(
         "--placement", action="store_true", help="side by side with OpenStack Placement"
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     code = _run_pytest(config, out, autosave=not args.no_autosave)
     if not config.scenarios or "contention" in config.scenarios:
         _run_contention(config, out)
+    if not config.scenarios or "startup" in config.scenarios:
+        _run_startup(config, out)
     if not config.scenarios or "cluster" in config.scenarios:
         _run_cluster(wanted, args.scale, out, skip="--no-cluster" if args.no_cluster else "")
     baseline = args.baseline or report.find_baseline(RESULTS, out, args.scale)
@@ -122,6 +126,16 @@ def _run_contention(config: RunConfig, out: Path) -> None:
     print(f"contention: {workload.seconds:g} s per backend", file=sys.stderr)
     runs, _ = contention.run_backends(config.backends, workload)
     report.add_records(out, "contention", [r.summary() for r in runs])
+
+
+def _run_startup(config: RunConfig, out: Path) -> None:
+    """The ``startup`` scenario (benchmarks/startup.py): ``rpquery --help`` and one-off
+    queries on a small SQLite cloud, each a fresh process; figures go to records.json."""
+    from benchmarks import startup
+
+    runs = startup.RUNS_AT_SCALE[config.scale]
+    print(f"startup: median of {runs} runs per command", file=sys.stderr)
+    report.add_records(out, "startup", startup.run(runs))
 
 
 #: Seconds per Galera writer cell and candidates requests per replica row, per scale.

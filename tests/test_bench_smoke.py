@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import explain, http_view, report, side_by_side
+from benchmarks import explain, http_view, report, side_by_side, startup
 from benchmarks.config import RunConfig
 from benchmarks.scenarios import REGISTRY, Context, Scenario, claim_project, load_plugins
 from rpquery.db import Database
@@ -107,6 +107,11 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
         assert r["violations"] == [] and r["invariants_checked"] > 40
         assert r["acknowledged_writes"] > 0 and 0 <= r["give_up_rate_writes"] <= 1
     assert "## Contention" in md
+    # the startup scenario: each one-off command timed in fresh processes
+    assert [r["command"] for r in data["startup"]] == list(startup.commands("sqlite://"))
+    assert all(r["runs"] == 3 and r["cpu_median_s"] > 0 for r in data["startup"])
+    assert all(r["wall_min_s"] <= r["wall_median_s"] <= r["wall_max_s"] for r in data["startup"])
+    assert "## Start-up" in md and "Target (issue 18)" in md
     # --no-cluster leaves out the cluster of each benchmarked server backend; a cluster
     # whose backend is not benchmarked (SQLite only: make test-fast) says that instead
     assert "## Clusters" in md
