@@ -28,7 +28,13 @@ import sqlalchemy as sa
 from rpquery.db import Database
 from rpquery.errors import NotFound, RpqueryError
 from rpquery.server_groups import groups as sg
-from rpquery.store.tables import allocations, consumers, inventories, server_group_members
+from rpquery.store.tables import (
+    allocations,
+    consumers,
+    inventories,
+    server_group_members,
+    server_groups,
+)
 from rpquery.usage.provider_totals import verify_provider_usages
 from rpquery.usage.summary import verify_usage_summary
 from rpquery.write import allocations as alloc
@@ -147,7 +153,7 @@ def _consumer_rows(conn: sa.Connection, found: Findings) -> dict[str, str]:
     for consumer in sorted(holding | rows):
         found.check(consumer in holding, f"consumer {consumer} has no allocations")
         found.check(consumer in rows, f"allocations of {consumer} have no consumer row")
-    groups = sg.server_groups
+    groups = server_groups
     members = conn.execute(
         sa.select(server_group_members.c.instance_uuid, groups.c.uuid).join(
             groups, groups.c.id == server_group_members.c.group_id

@@ -210,7 +210,7 @@ COVERED: dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]] = {
         usages.check_consumer_type_filter,
         anything,
     ),
-    "rpquery.server_groups.groups.validate_group": (
+    "rpquery.server_groups._model.validate_group": (
         lambda a: server_groups.validate_group(*a),
         st.tuples(anything, anything, anything, anything, anything),
     ),

@@ -57,7 +57,12 @@ from rpquery.server_groups import groups as sg
 from rpquery.server_groups import weighers as w
 from rpquery.server_groups._group_hosts import not_sharing
 from rpquery.store import dialects
-from rpquery.store.tables import consumers, resource_providers, server_group_members
+from rpquery.store.tables import (
+    consumers,
+    resource_providers,
+    server_group_members,
+    server_groups,
+)
 from rpquery.write import allocations as alloc
 from rpquery.write.consumers import get_consumer
 
@@ -194,10 +199,9 @@ def _locked_group(conn: Connection, group_uuid: str) -> sg.ServerGroup:
     A locking read, so on MariaDB it fixes no snapshot for the claim's later reads."""
     fields = [f.name for f in dataclasses.fields(sg.ServerGroup)]
     row = conn.execute(
-        sa.select(*(sg.server_groups.c[name] for name in fields))
+        sa.select(*(server_groups.c[name] for name in fields))
         .where(
-            sg.server_groups.c.uuid
-            == validation.check_uuid(group_uuid, sg.BAD_UUID, "server group")
+            server_groups.c.uuid == validation.check_uuid(group_uuid, sg.BAD_UUID, "server group")
         )
         .with_for_update()
     ).first()
@@ -371,8 +375,8 @@ def _membership(db: Database, instance_uuid: str) -> tuple[sg.ServerGroup, _Owne
     instance_uuid = validation.check_uuid(instance_uuid, sg.BAD_UUID, "instance")
     with db.connect() as conn:
         group_uuid = conn.execute(
-            sa.select(sg.server_groups.c.uuid)
-            .join(server_group_members, server_group_members.c.group_id == sg.server_groups.c.id)
+            sa.select(server_groups.c.uuid)
+            .join(server_group_members, server_group_members.c.group_id == server_groups.c.id)
             .where(server_group_members.c.instance_uuid == instance_uuid)
         ).scalar()
     if group_uuid is None:
