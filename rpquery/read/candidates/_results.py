@@ -1,4 +1,5 @@
-"""Result types of the allocation-candidate read path, with Placement 1.39 renderers.
+"""Result types of the allocation-candidate read path; :mod:`._render` renders them as
+Placement 1.39's JSON (their ``to_placement`` / ``render`` methods delegate to it).
 
 >>> AllocationRequest({"rp-1": {"VCPU": 1}}, {"": ("rp-1",)}, "rp-1").to_placement()
 {'allocations': {'rp-1': {'resources': {'VCPU': 1}}}, 'mappings': {'': ['rp-1']}}
@@ -20,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
+
+from rpquery.read.candidates import _render
 
 if TYPE_CHECKING:
     from rpquery.read.candidates._search import RawCandidate
@@ -76,26 +79,7 @@ class ProviderSummary:
     traits: frozenset[str]
 
     def to_placement(self) -> dict[str, Any]:
-        return summary_body(
-            sorted(self.resources.items()), sorted(self.traits), self.parent_uuid, self.root_uuid
-        )
-
-
-def summary_body(
-    resources: Iterable[tuple[str, ResourceSummary]],
-    traits: list[str],
-    parent_uuid: str | None,
-    root_uuid: str,
-) -> dict[str, Any]:
-    """Placement's shape of one provider summary, from its parts in the order shown
-    (classes and traits sorted by name): the one renderer of both
-    :meth:`ProviderSummary.to_placement` and :meth:`SummaryRows.render`."""
-    return {
-        "resources": {rc: {"capacity": r.capacity, "used": r.used} for rc, r in resources},
-        "traits": traits,
-        "parent_provider_uuid": parent_uuid,
-        "root_provider_uuid": root_uuid,
-    }
+        return _render.render_summary(self)
 
 
 @dataclass(frozen=True)
@@ -121,23 +105,7 @@ class AllocationRequest:
         return out
 
     def to_placement(self) -> dict[str, Any]:
-        return request_body(
-            sorted((rp, sorted(res.items())) for rp, res in self.allocations.items()),
-            sorted(self.mappings.items()),
-        )
-
-
-def request_body(
-    allocations: Iterable[tuple[str, Iterable[tuple[str, int]]]],
-    mappings: Iterable[tuple[str, Iterable[str]]],
-) -> dict[str, Any]:
-    """Placement's shape of one allocation request, from its parts in the order shown
-    (providers by uuid, each one's classes by name; suffixes sorted): the one renderer
-    of both :meth:`AllocationRequest.to_placement` and :meth:`RequestRows.render`."""
-    return {
-        "allocations": {rp: {"resources": dict(res)} for rp, res in allocations},
-        "mappings": {s: list(rps) for s, rps in mappings},
-    }
+        return _render.render_request(self)
 
 
 _new_object = object.__new__
@@ -198,7 +166,7 @@ class RequestRows:
         self._layouts[key] = (allocs, maps)
         return allocs, maps
 
-    def _laid_out(self) -> Iterator[tuple[Any, Any, list[str], Any, Any]]:
+    def laid_out(self) -> Iterator[tuple[Any, Any, list[str], Any, Any]]:
         """Each chosen candidate with its picks, their uuids and its (cached) layout."""
         uuid_by_id, layouts = self.uuid_by_id, self._layouts
         for c in self.chosen:
@@ -216,7 +184,7 @@ class RequestRows:
         """The public frozen requests (mappings' providers in id order)."""
         uuid_by_id, out = self.uuid_by_id, []
         make = AllocationRequest._make
-        for c, picks, uu, allocs, maps in self._laid_out():
+        for c, picks, uu, allocs, maps in self.laid_out():
             out.append(
                 make(
                     {uu[k]: dict(res) for k, res in allocs},
@@ -232,24 +200,8 @@ class RequestRows:
         return tuple(out)
 
     def render(self) -> list[dict[str, Any]]:
-        """Placement's ``allocation_requests``, equal to rendering :meth:`build`'s
-        requests one by one. Every dict and list is new: callers may mutate them."""
-        out = []
-        for _c, picks, uu, allocs, maps in self._laid_out():
-            allocations = [(uu[k], res) for k, res in allocs]
-            if len(allocations) > 1:
-                allocations.sort()
-            mappings = [
-                (
-                    s,
-                    (uu[ks[0]],)
-                    if len(ks) == 1
-                    else map(uu.__getitem__, sorted(ks, key=picks.__getitem__)),
-                )
-                for s, ks in maps
-            ]
-            out.append(request_body(allocations, mappings))
-        return out
+        """Placement's ``allocation_requests`` (:func:`._render.render_request_rows`)."""
+        return _render.render_request_rows(self)
 
 
 def shape_summaries(
@@ -367,27 +319,8 @@ class SummaryRows:
         }
 
     def render(self) -> dict[str, Any]:
-        """Placement's ``provider_summaries`` (sorted by uuid), equal to rendering
-        :meth:`build`'s summaries. Every dict and list is new: callers may mutate them."""
-        uuid_by_id = self.uuid_by_id
-        trait_order: dict[int, tuple[str, ...]] = {}
-        rc_order: dict[tuple[str, ...], tuple[str, ...]] = {}
-        out: dict[str, Any] = {}
-        for _, uuid, _, parent, root, resources, traits in sorted(self.rows, key=itemgetter(1)):
-            names = trait_order.get(id(traits))
-            if names is None:
-                names = trait_order[id(traits)] = tuple(sorted(traits))
-            arrived = tuple(resources)
-            order = rc_order.get(arrived)
-            if order is None:
-                order = rc_order[arrived] = tuple(sorted(arrived))
-            out[uuid] = summary_body(
-                zip(order, map(resources.__getitem__, order), strict=True),
-                list(names),
-                uuid_by_id[parent] if parent is not None else None,
-                uuid_by_id[root],
-            )
-        return out
+        """Placement's ``provider_summaries`` (:func:`._render.render_summary_rows`)."""
+        return _render.render_summary_rows(self)
 
 
 class AllocationCandidates:
@@ -472,16 +405,8 @@ class AllocationCandidates:
     def to_placement(self) -> dict[str, Any]:
         """The body of Placement 1.39's ``GET /allocation_candidates`` response; fresh
         dicts and lists (callers may mutate them), rendered from the compact rows when
-        there are some, without building the public objects."""
+        there are some, without building the public objects (:mod:`._render`)."""
         if self._request_rows is not None and self._summary_rows is not None:
             with paused_gc():
-                return {
-                    "allocation_requests": self._request_rows.render(),
-                    "provider_summaries": self._summary_rows.render(),
-                }
-        return {
-            "allocation_requests": [a.to_placement() for a in self.allocation_requests],
-            "provider_summaries": {
-                u: s.to_placement() for u, s in sorted(self.provider_summaries.items())
-            },
-        }
+                return _render.render_rows(self._request_rows, self._summary_rows)
+        return _render.render_objects(self.allocation_requests, self.provider_summaries)

@@ -1,0 +1,156 @@
+"""Placement 1.39's JSON of the allocation-candidate results (:mod:`._results`): the last
+step of the read path (parse → build → execute → results → render).
+
+One renderer per result type — :func:`summary_body` and :func:`request_body` — serves
+both the public objects (:class:`~._results.ProviderSummary`,
+:class:`~._results.AllocationRequest`) and the search's compact rows
+(:class:`~._results.SummaryRows`, :class:`~._results.RequestRows`), so the two forms
+render alike. Every dict and list returned is new: callers may mutate them.
+
+>>> request_body([("rp-1", [("VCPU", 1)])], [("", ["rp-1"])])
+{'allocations': {'rp-1': {'resources': {'VCPU': 1}}}, 'mappings': {'': ['rp-1']}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: _results imports this module
+    from rpquery.read.candidates._results import (
+        AllocationRequest,
+        ProviderSummary,
+        RequestRows,
+        ResourceSummary,
+        SummaryRows,
+    )
+
+__all__ = [
+    "render_objects",
+    "render_request",
+    "render_request_rows",
+    "render_rows",
+    "render_summary",
+    "render_summary_rows",
+    "request_body",
+    "summary_body",
+]
+
+
+def summary_body(
+    resources: Iterable[tuple[str, ResourceSummary]],
+    traits: list[str],
+    parent_uuid: str | None,
+    root_uuid: str,
+) -> dict[str, Any]:
+    """Placement's shape of one provider summary, from its parts in the order shown
+    (classes and traits sorted by name): the one renderer of both
+    :func:`render_summary` and :func:`render_summary_rows`."""
+    return {
+        "resources": {rc: {"capacity": r.capacity, "used": r.used} for rc, r in resources},
+        "traits": traits,
+        "parent_provider_uuid": parent_uuid,
+        "root_provider_uuid": root_uuid,
+    }
+
+
+def request_body(
+    allocations: Iterable[tuple[str, Iterable[tuple[str, int]]]],
+    mappings: Iterable[tuple[str, Iterable[str]]],
+) -> dict[str, Any]:
+    """Placement's shape of one allocation request, from its parts in the order shown
+    (providers by uuid, each one's classes by name; suffixes sorted): the one renderer
+    of both :func:`render_request` and :func:`render_request_rows`."""
+    return {
+        "allocations": {rp: {"resources": dict(res)} for rp, res in allocations},
+        "mappings": {s: list(rps) for s, rps in mappings},
+    }
+
+
+def render_summary(summary: ProviderSummary) -> dict[str, Any]:
+    """One public :class:`~._results.ProviderSummary` (its ``to_placement``)."""
+    return summary_body(
+        sorted(summary.resources.items()),
+        sorted(summary.traits),
+        summary.parent_uuid,
+        summary.root_uuid,
+    )
+
+
+def render_request(request: AllocationRequest) -> dict[str, Any]:
+    """One public :class:`~._results.AllocationRequest` (its ``to_placement``)."""
+    return request_body(
+        sorted((rp, sorted(res.items())) for rp, res in request.allocations.items()),
+        sorted(request.mappings.items()),
+    )
+
+
+def render_request_rows(rows: RequestRows) -> list[dict[str, Any]]:
+    """Placement's ``allocation_requests``, equal to rendering
+    :meth:`RequestRows.build`'s requests one by one. Every dict and list is new: callers may
+    mutate them."""
+    out = []
+    for _c, picks, uu, allocs, maps in rows.laid_out():
+        allocations = [(uu[k], res) for k, res in allocs]
+        if len(allocations) > 1:
+            allocations.sort()
+        mappings = [
+            (
+                s,
+                (uu[ks[0]],)
+                if len(ks) == 1
+                else map(uu.__getitem__, sorted(ks, key=picks.__getitem__)),
+            )
+            for s, ks in maps
+        ]
+        out.append(request_body(allocations, mappings))
+    return out
+
+
+def render_summary_rows(rows: SummaryRows) -> dict[str, Any]:
+    """Placement's ``provider_summaries`` (sorted by uuid), equal to rendering
+    :meth:`SummaryRows.build`'s summaries. Every dict and list is new: callers may mutate
+    them."""
+    uuid_by_id = rows.uuid_by_id
+    trait_order: dict[int, tuple[str, ...]] = {}
+    rc_order: dict[tuple[str, ...], tuple[str, ...]] = {}
+    out: dict[str, Any] = {}
+    for _, uuid, _, parent, root, resources, traits in sorted(rows.rows, key=itemgetter(1)):
+        names = trait_order.get(id(traits))
+        if names is None:
+            names = trait_order[id(traits)] = tuple(sorted(traits))
+        arrived = tuple(resources)
+        order = rc_order.get(arrived)
+        if order is None:
+            order = rc_order[arrived] = tuple(sorted(arrived))
+        out[uuid] = summary_body(
+            zip(order, map(resources.__getitem__, order), strict=True),
+            list(names),
+            uuid_by_id[parent] if parent is not None else None,
+            uuid_by_id[root],
+        )
+    return out
+
+
+def render_rows(requests: RequestRows, summaries: SummaryRows) -> dict[str, Any]:
+    """A whole answer from the search's compact rows, without building the public objects
+    (what :meth:`~._results.AllocationCandidates.to_placement` does when it has them)."""
+    return {
+        "allocation_requests": render_request_rows(requests),
+        "provider_summaries": render_summary_rows(summaries),
+    }
+
+
+def render_objects(
+    requests: Sequence[AllocationRequest], summaries: Mapping[str, ProviderSummary]
+) -> dict[str, Any]:
+    """A whole answer from the public objects (summaries sorted by uuid).
+
+    >>> render_objects((), {})
+    {'allocation_requests': [], 'provider_summaries': {}}
+    """
+    return {
+        "allocation_requests": [render_request(a) for a in requests],
+        "provider_summaries": {u: render_summary(s) for u, s in sorted(summaries.items())},
+    }
