@@ -1,8 +1,12 @@
-"""Everything that differs between SQLite, PostgreSQL and MySQL/MariaDB, in one place.
+"""Everything that differs between SQLite, PostgreSQL and MySQL/MariaDB, in one package.
 
 Builders use the portable constructs defined here (``random_order()``, ``least()``,
-``floor_int()``) and executors use the coercion and error-classification helpers;
-nothing else in rpquery checks ``dialect.name``.
+``floor_int()``: ``@compiles`` hooks per dialect) and executors use the coercion and
+error-classification helpers. Statements and session work that differ (upserts, bulk
+loading, session setup, locks, EXPLAIN, trigger DDL) are methods of one
+object per backend (:mod:`._sqlite`, :mod:`._postgresql`, :mod:`._mysql`, each
+implementing :class:`._base.Backend`), which :func:`backend` picks by dialect name; the
+functions here call it. Nothing else in rpquery checks ``dialect.name``.
 
 >>> from sqlalchemy.dialects import mysql, postgresql, sqlite
 >>> str(random_order().compile(dialect=mysql.dialect()))
@@ -15,13 +19,12 @@ from __future__ import annotations
 
 import importlib
 import re
-import struct
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, bindparam, exc, func, select
+from sqlalchemy import Select, Table, bindparam, exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement
@@ -38,8 +41,12 @@ from sqlalchemy.types import (
     Unicode,
 )
 
+from rpquery.store.dialects._base import Backend
+
 __all__ = [
+    "Backend",
     "ExactText",
+    "backend",
     "block_writers",
     "bulk_insert",
     "capacity_expr",
@@ -69,6 +76,39 @@ __all__ = [
     "to_int",
     "triggers_suspended",
 ]
+
+# ---------------------------------------------------------------- the registry
+
+#: SQLAlchemy's dialect (and URL backend) names, aliases included, to the module and
+#: class of their backend. A backend module (and SQLAlchemy's dialect module it uses) is
+#: imported when its backend is first asked for: the backend in use only (start-up time).
+_BACKENDS: dict[str, tuple[str, str]] = {
+    "sqlite": ("_sqlite", "SQLite"),
+    "postgresql": ("_postgresql", "PostgreSQL"),
+    "postgres": ("_postgresql", "PostgreSQL"),
+    "mysql": ("_mysql", "MySQL"),
+    "mariadb": ("_mysql", "MySQL"),
+}
+_LOADED: dict[str, Backend] = {}
+
+
+def backend(dialect_name: str) -> Backend:
+    """The backend object for a dialect name (``conn.dialect.name``,
+    ``url.get_backend_name()``).
+
+    >>> backend("mariadb").name, backend("postgresql").explain_prefix()
+    ('mysql', 'EXPLAIN ')
+    """
+    found = _LOADED.get(dialect_name)
+    if found is None:
+        try:
+            module, cls = _BACKENDS[dialect_name]
+        except KeyError:  # pragma: no cover - rpquery.db refuses other URLs first
+            raise NotImplementedError(dialect_name) from None
+        found = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+        _LOADED[dialect_name] = found
+    return found
+
 
 # ---------------------------------------------------------------- SQL constructs
 
@@ -136,22 +176,7 @@ def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) ->
     """
     if not rows:
         return
-    # SQLAlchemy's dialect modules are imported for the backend in use only (start-up time)
-    name = conn.dialect.name
-    if name == "postgresql":
-        from sqlalchemy.dialects import postgresql as pg_dialect
-
-        conn.execute(pg_dialect.insert(table).on_conflict_do_nothing(), rows)
-    elif name == "sqlite":
-        from sqlalchemy.dialects import sqlite as sqlite_dialect
-
-        conn.execute(sqlite_dialect.insert(table).on_conflict_do_nothing(), rows)
-    elif name in ("mysql", "mariadb"):
-        from sqlalchemy.dialects import mysql as mysql_dialect
-
-        conn.execute(mysql_dialect.insert(table).prefix_with("IGNORE"), rows)
-    else:  # pragma: no cover - only the three supported backends
-        raise NotImplementedError(name)
+    backend(conn.dialect.name).insert_ignore(conn, table, rows)
 
 
 def insert_ignore_explicit_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -161,17 +186,9 @@ def insert_ignore_explicit_ids(conn: Connection, table: Table, rows: list[dict[s
     unless ``NO_AUTO_VALUE_ON_ZERO`` is in the session's ``sql_mode``; standard
     resource class ``VCPU`` has id 0.
     """
-    if conn.dialect.name not in ("mysql", "mariadb"):
-        insert_ignore(conn, table, rows)
+    if not rows:
         return
-    mode = conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
-    conn.exec_driver_sql(
-        "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"
-    )
-    try:
-        insert_ignore(conn, table, rows)
-    finally:
-        conn.exec_driver_sql("SET SESSION sql_mode = %s", (mode,))
+    backend(conn.dialect.name).insert_ignore_explicit_ids(conn, table, rows)
 
 
 class ExactText(TypeDecorator[str]):
@@ -262,13 +279,7 @@ def _exact_eq_mysql(element: exact_eq, compiler: Any, **kw: Any) -> str:
 def column_collation(conn: Connection, table: str, column: str) -> str | None:
     """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
     comparisons are exact)."""
-    if conn.dialect.name not in ("mysql", "mariadb"):
-        return None
-    return conn.exec_driver_sql(
-        "SELECT collation_name FROM information_schema.columns WHERE table_schema = "
-        "DATABASE() AND table_name = %s AND column_name = %s",
-        (table, column),
-    ).scalar()
+    return backend(conn.dialect.name).column_collation(conn, table, column)
 
 
 def charset_problems(conn: Connection) -> list[tuple[str, str]]:
@@ -278,48 +289,7 @@ def charset_problems(conn: Connection) -> list[tuple[str, str]]:
     inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``, ``latin1``,
     ...: common in older Placement deployments). Empty elsewhere: PostgreSQL and
     SQLite store any text."""
-    if conn.dialect.name not in ("mysql", "mariadb"):
-        return []
-    found: list[tuple[str, str]] = []
-    connection_cs = conn.exec_driver_sql("SELECT @@character_set_connection").scalar()
-    if connection_cs != "utf8mb4":
-        found.append(
-            (
-                f"the connection's character set is {connection_cs}",
-                "remove charset= from the database URL (rpquery then asks for utf8mb4) or "
-                "set charset=utf8mb4",
-            )
-        )
-    name, default_cs = conn.exec_driver_sql(
-        "SELECT schema_name, default_character_set_name FROM information_schema.schemata "
-        "WHERE schema_name = DATABASE()"
-    ).one()
-    quote = conn.dialect.identifier_preparer.quote
-    if default_cs != "utf8mb4":
-        found.append(
-            (
-                f"database {name} has default character set {default_cs}",
-                f"ALTER DATABASE {quote(name)} CHARACTER SET utf8mb4 "
-                "COLLATE utf8mb4_general_ci;",
-            )
-        )
-    columns = conn.exec_driver_sql(
-        "SELECT table_name, column_name, column_type, character_set_name, collation_name, "
-        "is_nullable, column_default FROM information_schema.columns "
-        "WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL "
-        "AND character_set_name <> 'utf8mb4' ORDER BY table_name, ordinal_position"
-    ).all()
-    for table, column, type_, charset, collation, nullable, default in columns:
-        suffix = collation.split("_", 1)[1] if "_" in collation else "general_ci"
-        target = f"utf8mb4_{suffix}" if charset.startswith("utf8") else "utf8mb4_general_ci"
-        fix = (
-            f"ALTER TABLE {quote(table)} MODIFY {quote(column)} {type_} CHARACTER SET "
-            f"utf8mb4 COLLATE {target}{'' if nullable == 'YES' else ' NOT NULL'}"
-        )
-        if default is not None and default != "NULL":
-            fix += f" DEFAULT {default}"
-        found.append((f"column {table}.{column} has character set {charset}", fix + ";"))
-    return found
+    return backend(conn.dialect.name).charset_problems(conn)
 
 
 # ---------------------------------------------------------------- result coercion
@@ -379,10 +349,6 @@ def _ratio_mysql(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> st
     return f"CAST(CAST({compiler.process(element.clauses, **kw)} AS CHAR) AS DOUBLE)"
 
 
-def _float32(value: float) -> float:
-    return float(struct.unpack("<f", struct.pack("<f", value))[0])
-
-
 def ratio_as_written(value: Any, dialect_name: str) -> float:
     """An ``allocation_ratio`` read from the database, as it was written: on
     MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
@@ -395,18 +361,7 @@ def ratio_as_written(value: Any, dialect_name: str) -> float:
     >>> ratio_as_written(0.699999988079071, "postgresql")
     0.699999988079071
     """
-    ratio = float(value)
-    if dialect_name not in ("mysql", "mariadb"):
-        return ratio
-    try:
-        stored = _float32(ratio)
-    except OverflowError:  # beyond a 32-bit float: cannot have come from one
-        return ratio
-    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
-        text = f"{stored:.{digits}g}"
-        if _float32(float(text)) == stored:
-            return float(text)
-    return stored  # pragma: no cover - the loop always returns
+    return backend(dialect_name).ratio_as_written(float(value))
 
 
 def capacity_expr(
@@ -477,11 +432,7 @@ def missing_table(error: exc.DBAPIError) -> str | None:
 
 def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
     """The statement prefix that asks each backend for its plan."""
-    if dialect_name == "postgresql":
-        return "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
-    if dialect_name in ("mysql", "mariadb"):
-        return "ANALYZE FORMAT=JSON " if analyze else "EXPLAIN "
-    return "EXPLAIN QUERY PLAN "
+    return backend(dialect_name).explain_prefix(analyze=analyze)
 
 
 # ---------------------------------------------------------------- bulk loading
@@ -495,55 +446,26 @@ def bulk_insert(
     elsewhere (PyMySQL and sqlite3 batch it themselves). Used by the data generator."""
     if not rows:
         return
-    if conn.dialect.name == "postgresql":
-        import psycopg
-        from psycopg import sql
-
-        copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
-            sql.Identifier(table.name), sql.SQL(", ").join(map(sql.Identifier, columns))
-        )
-        driver = conn.connection.driver_connection
-        assert driver is not None
-        try:
-            with driver.cursor() as cur, cur.copy(copy) as out:
-                for row in rows:
-                    out.write_row(row)
-        except psycopg.Error as error:  # same wrapping as a statement sent by SQLAlchemy
-            raise exc.DBAPIError.instance(
-                copy.as_string(driver), None, error, psycopg.Error
-            ) from error
-        return
-    conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+    backend(conn.dialect.name).bulk_insert(conn, table, columns, rows)
 
 
 def sync_id_sequence(conn: Connection, table: Table) -> None:
     """After rows were written with explicit ids, move PostgreSQL's ``id`` sequence past
     them so later inserts without an id do not collide. MySQL/MariaDB and SQLite follow
     explicit ids by themselves."""
-    if conn.dialect.name != "postgresql":
-        return
-    seq = func.pg_get_serial_sequence(table.name, "id")
-    top = select(func.max(table.c.id)).scalar_subquery()
-    conn.execute(select(func.setval(seq, func.coalesce(top, 1), top.is_not(None))))
+    backend(conn.dialect.name).sync_id_sequence(conn, table)
 
 
 def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
     """Refresh the planner's statistics after a bulk load, as an operator would:
     ``ANALYZE t`` on PostgreSQL, ``ANALYZE TABLE t, ...`` on MySQL/MariaDB, ``ANALYZE``
     on SQLite. Without it PostgreSQL plans a freshly loaded table as if it were tiny."""
-    quote = conn.dialect.identifier_preparer.quote
-    names = [quote(t.name) for t in tables]
-    if conn.dialect.name == "postgresql":
-        for name in names:
-            conn.exec_driver_sql(f"ANALYZE {name}")
-    elif conn.dialect.name in ("mysql", "mariadb"):
-        conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(names)}").all()
-    else:
-        conn.exec_driver_sql("ANALYZE")
+    backend(conn.dialect.name).refresh_statistics(conn, tables)
 
 
-@contextmanager
-def triggers_suspended(conn: Connection, triggers: Mapping[str, Sequence[str]]) -> Iterator[bool]:
+def triggers_suspended(
+    conn: Connection, triggers: Mapping[str, Sequence[str]]
+) -> AbstractContextManager[bool]:
     """Inside this write transaction, the named triggers (``{table: names}``) do not
     fire and no other session writes those tables; yields whether that holds.
 
@@ -562,40 +484,10 @@ def triggers_suspended(conn: Connection, triggers: Mapping[str, Sequence[str]]) 
     - MySQL/MariaDB: yields ``False``. Trigger DDL commits the transaction there, so
       the triggers cannot be turned off atomically, and stay on.
     """
-    dialect = conn.dialect.name
-    quote = conn.dialect.identifier_preparer.quote
-    if dialect == "postgresql":
-        tables = ", ".join(quote(t) for t in triggers)
-        try:
-            with conn.begin_nested():
-                conn.exec_driver_sql(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE")
-                _alter_triggers(conn, triggers, "DISABLE")
-        except exc.DBAPIError as error:
-            if getattr(error.orig, "sqlstate", None) != "42501":  # insufficient_privilege
-                raise
-            yield False
-            return
-        yield True
-        _alter_triggers(conn, triggers, "ENABLE")
-        return
-    if dialect == "sqlite":
-        names = [n for group in triggers.values() for n in group]
-        marks = ", ".join("?" for _ in names)
-        stored = conn.exec_driver_sql(
-            f"SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN ({marks})",
-            tuple(names),
-        ).all()
-        for name, _ in stored:
-            conn.exec_driver_sql(f"DROP TRIGGER {quote(name)}")
-        yield True
-        for _, sql in stored:
-            conn.exec_driver_sql(sql)
-        return
-    yield False
+    return backend(conn.dialect.name).triggers_suspended(conn, triggers)
 
 
-@contextmanager
-def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[list[str]]:
+def indexes_deferred(conn: Connection, tables: Sequence[str]) -> AbstractContextManager[list[str]]:
     """PostgreSQL, when every one of ``tables`` is empty: drop their plain indexes (not
     unique, not backing a constraint) for this transaction and build them again when
     the block ends: one sort per index instead of a B-tree insert per row, which at
@@ -606,34 +498,7 @@ def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[list[s
     Dropping an index locks its table (``ACCESS EXCLUSIVE``): readers of ``tables``
     wait until the transaction ends (they would have found them empty). A rollback
     (any exception) restores the indexes."""
-    if conn.dialect.name != "postgresql" or any(
-        conn.exec_driver_sql(f"SELECT EXISTS (SELECT 1 FROM {t})").scalar() for t in tables
-    ):
-        yield []
-        return
-    defs = conn.exec_driver_sql(
-        "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) "
-        "FROM pg_index i WHERE i.indrelid = ANY (%(tables)s::regclass[]) "
-        "AND NOT i.indisunique AND NOT i.indisprimary AND NOT EXISTS ("
-        "SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) "
-        "ORDER BY 1",
-        {"tables": list(tables)},
-    ).all()
-    for name, _ in defs:
-        conn.exec_driver_sql(f"DROP INDEX {name}")
-    yield [name for name, _ in defs]
-    conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
-    for _, ddl in defs:
-        conn.exec_driver_sql(ddl)
-    # planner statistics for what follows in this transaction (the tables were empty)
-    conn.exec_driver_sql(f"ANALYZE {', '.join(tables)}")
-
-
-def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:
-    quote = conn.dialect.identifier_preparer.quote
-    for table, names in triggers.items():
-        each = ", ".join(f"{action} TRIGGER {quote(n)}" for n in names)
-        conn.exec_driver_sql(f"ALTER TABLE {quote(table)} {each}")
+    return backend(conn.dialect.name).indexes_deferred(conn, tables)
 
 
 def insert_select_adding(
@@ -650,24 +515,7 @@ def insert_select_adding(
     ... DO UPDATE`` on PostgreSQL and SQLite, ``ON DUPLICATE KEY UPDATE`` on
     MySQL/MariaDB). ``query`` must have a ``WHERE`` clause (SQLite's parser needs one
     before ``ON CONFLICT``)."""
-    name = conn.dialect.name
-    if name in ("postgresql", "sqlite"):
-        # the backend's own dialect module only (start-up time)
-        module: Any = importlib.import_module(f"sqlalchemy.dialects.{name}")
-        upsert = module.insert(table).from_select(list(columns), query)
-        conn.execute(
-            upsert.on_conflict_do_update(
-                index_elements=list(key),
-                set_={c: table.c[c] + upsert.excluded[c] for c in add},
-            )
-        )
-    elif name in ("mysql", "mariadb"):
-        from sqlalchemy.dialects import mysql as mysql_dialect
-
-        my = mysql_dialect.insert(table).from_select(list(columns), query)
-        conn.execute(my.on_duplicate_key_update({c: table.c[c] + my.inserted[c] for c in add}))
-    else:  # pragma: no cover - only the three supported backends
-        raise NotImplementedError(name)
+    backend(conn.dialect.name).insert_select_adding(conn, table, columns, query, key=key, add=add)
 
 
 def refresh_after_bulk_load(engine: Engine, tables: Sequence[Table]) -> None:
@@ -678,15 +526,7 @@ def refresh_after_bulk_load(engine: Engine, tables: Sequence[Table]) -> None:
     autovacuum gets there, a freshly bulk-loaded table is read row by row. ``VACUUM``
     cannot run inside a transaction, so it gets an autocommit connection.
     """
-    if engine.dialect.name == "postgresql":
-        quote = engine.dialect.identifier_preparer.quote
-        with engine.connect() as conn:
-            auto = conn.execution_options(isolation_level="AUTOCOMMIT")
-            for table in tables:
-                auto.exec_driver_sql(f"VACUUM (ANALYZE) {quote(table.name)}")
-        return
-    with engine.begin() as conn:
-        refresh_statistics(conn, tables)
+    backend(engine.dialect.name).refresh_after_bulk_load(engine, tables)
 
 
 def read_session_setup(conn: Connection) -> None:
@@ -704,8 +544,7 @@ def read_session_setup(conn: Connection) -> None:
 
     Nothing to do elsewhere.
     """
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+    backend(conn.dialect.name).read_session_setup(conn)
 
 
 def locks_rows(dialect_name: str) -> bool:
@@ -713,15 +552,14 @@ def locks_rows(dialect_name: str) -> bool:
     leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
     transaction locks the whole database, so a long read inside one stalls every
     writer (past its 30 s busy timeout, under a scheduler's picks)."""
-    return dialect_name != "sqlite"
+    return backend(dialect_name).locks_rows
 
 
 def one_snapshot(conn: Connection) -> None:
     """Make this read transaction see one snapshot for all its statements (checks that
     compare two tables). PostgreSQL: ``REPEATABLE READ`` (it must be the transaction's
     first statement); MariaDB's default already is; SQLite reads see one snapshot."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    backend(conn.dialect.name).one_snapshot(conn)
 
 
 def block_writers(conn: Connection, tables: Sequence[str]) -> None:
@@ -729,8 +567,7 @@ def block_writers(conn: Connection, tables: Sequence[str]) -> None:
     (rebuilding a summary of them). PostgreSQL: ``LOCK TABLE ... IN SHARE MODE``;
     MariaDB's ``INSERT ... SELECT`` share-locks the rows it reads; SQLite writers queue
     behind this write transaction anyway."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
+    backend(conn.dialect.name).block_writers(conn, tables)
 
 
 class _IntListText(TypeDecorator[Any]):

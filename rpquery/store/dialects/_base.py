@@ -1,0 +1,93 @@
+"""The protocol each backend module implements, and the registry that picks one.
+
+One object per backend (:mod:`._sqlite`, :mod:`._postgresql`, :mod:`._mysql`); the
+public functions of :mod:`rpquery.store.dialects` look the
+backend up by SQLAlchemy's dialect name (``mariadb`` is an alias of ``mysql``) and
+call it, so no other module branches on ``dialect.name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
+
+from sqlalchemy import Select, Table
+from sqlalchemy.engine import Connection, Engine
+
+
+class Backend(Protocol):
+    """What differs between backends, one method per difference."""
+
+    #: SQLAlchemy's dialect name (``sqlite``, ``postgresql``, ``mysql``).
+    name: str
+    #: Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``)
+    #: and leave other writers running.
+    locks_rows: bool
+
+    # -- sessions and locks
+    def read_session_setup(self, conn: Connection) -> None: ...
+    def one_snapshot(self, conn: Connection) -> None: ...
+    def block_writers(self, conn: Connection, tables: Sequence[str]) -> None: ...
+
+    # -- writes
+    def insert_ignore(
+        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
+    ) -> None: ...
+    def insert_ignore_explicit_ids(
+        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
+    ) -> None: ...
+    def insert_select_adding(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        query: Select[Any],
+        *,
+        key: Sequence[str],
+        add: Sequence[str],
+    ) -> None: ...
+
+    # -- bulk loading
+    def bulk_insert(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None: ...
+    def sync_id_sequence(self, conn: Connection, table: Table) -> None: ...
+    def refresh_statistics(self, conn: Connection, tables: Sequence[Table]) -> None: ...
+    def refresh_after_bulk_load(self, engine: Engine, tables: Sequence[Table]) -> None: ...
+    def triggers_suspended(
+        self, conn: Connection, triggers: Mapping[str, Sequence[str]]
+    ) -> AbstractContextManager[bool]: ...
+    def indexes_deferred(
+        self, conn: Connection, tables: Sequence[str]
+    ) -> AbstractContextManager[list[str]]: ...
+
+    # -- EXPLAIN, text and numbers
+    def explain_prefix(self, *, analyze: bool = False) -> str: ...
+    def column_collation(self, conn: Connection, table: str, column: str) -> str | None: ...
+    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]: ...
+    def ratio_as_written(self, value: float) -> float: ...
+
+
+def executemany_insert(
+    conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """One Core insert, executemany'd (the drivers batch it): bulk loading on SQLite and
+    MySQL/MariaDB."""
+    conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+
+
+@contextmanager
+def nothing_suspended() -> Iterator[bool]:
+    """:meth:`Backend.triggers_suspended` of a backend that cannot suspend triggers."""
+    yield False
+
+
+@contextmanager
+def nothing_deferred() -> Iterator[list[str]]:
+    """:meth:`Backend.indexes_deferred` of a backend that defers no index."""
+    yield []

@@ -1,0 +1,162 @@
+"""MySQL/MariaDB (PyMySQL): ``INSERT IGNORE``, ``ON DUPLICATE KEY UPDATE``, ``utf8mb4``,
+32-bit ``FLOAT`` ratios. Trigger DDL commits the transaction here, so triggers are
+never suspended."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from sqlalchemy import Select, Table
+from sqlalchemy.dialects import mysql as mysql_dialect
+from sqlalchemy.engine import Connection, Engine
+
+from rpquery.store.dialects._base import (
+    executemany_insert,
+    nothing_deferred,
+    nothing_suspended,
+)
+
+
+class MySQL:
+    name = "mysql"
+    locks_rows = True
+
+    def read_session_setup(self, conn: Connection) -> None:
+        pass
+
+    def one_snapshot(self, conn: Connection) -> None:
+        pass  # REPEATABLE READ is the default
+
+    def block_writers(self, conn: Connection, tables: Sequence[str]) -> None:
+        pass  # INSERT ... SELECT share-locks the rows it reads
+
+    def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        conn.execute(mysql_dialect.insert(table).prefix_with("IGNORE"), rows)
+
+    def insert_ignore_explicit_ids(
+        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        # an explicit 0 in an AUTO_INCREMENT column means "generate one" unless
+        # NO_AUTO_VALUE_ON_ZERO is in the session's sql_mode
+        mode = conn.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar()
+        conn.exec_driver_sql(
+            "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"
+        )
+        try:
+            self.insert_ignore(conn, table, rows)
+        finally:
+            conn.exec_driver_sql("SET SESSION sql_mode = %s", (mode,))
+
+    def insert_select_adding(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        query: Select[Any],
+        *,
+        key: Sequence[str],
+        add: Sequence[str],
+    ) -> None:
+        my = mysql_dialect.insert(table).from_select(list(columns), query)
+        conn.execute(my.on_duplicate_key_update({c: table.c[c] + my.inserted[c] for c in add}))
+
+    def bulk_insert(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None:
+        executemany_insert(conn, table, columns, rows)
+
+    def sync_id_sequence(self, conn: Connection, table: Table) -> None:
+        pass  # AUTO_INCREMENT follows explicit ids by itself
+
+    def refresh_statistics(self, conn: Connection, tables: Sequence[Table]) -> None:
+        quote = conn.dialect.identifier_preparer.quote
+        conn.exec_driver_sql(f"ANALYZE TABLE {', '.join(quote(t.name) for t in tables)}").all()
+
+    def refresh_after_bulk_load(self, engine: Engine, tables: Sequence[Table]) -> None:
+        with engine.begin() as conn:
+            self.refresh_statistics(conn, tables)
+
+    def triggers_suspended(
+        self, conn: Connection, triggers: Mapping[str, Sequence[str]]
+    ) -> AbstractContextManager[bool]:
+        return nothing_suspended()
+
+    def indexes_deferred(
+        self, conn: Connection, tables: Sequence[str]
+    ) -> AbstractContextManager[list[str]]:
+        return nothing_deferred()
+
+    def explain_prefix(self, *, analyze: bool = False) -> str:
+        return "ANALYZE FORMAT=JSON " if analyze else "EXPLAIN "
+
+    def column_collation(self, conn: Connection, table: str, column: str) -> str | None:
+        return conn.exec_driver_sql(
+            "SELECT collation_name FROM information_schema.columns WHERE table_schema = "
+            "DATABASE() AND table_name = %s AND column_name = %s",
+            (table, column),
+        ).scalar()
+
+    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        connection_cs = conn.exec_driver_sql("SELECT @@character_set_connection").scalar()
+        if connection_cs != "utf8mb4":
+            found.append(
+                (
+                    f"the connection's character set is {connection_cs}",
+                    "remove charset= from the database URL (rpquery then asks for utf8mb4) or "
+                    "set charset=utf8mb4",
+                )
+            )
+        name, default_cs = conn.exec_driver_sql(
+            "SELECT schema_name, default_character_set_name FROM information_schema.schemata "
+            "WHERE schema_name = DATABASE()"
+        ).one()
+        quote = conn.dialect.identifier_preparer.quote
+        if default_cs != "utf8mb4":
+            found.append(
+                (
+                    f"database {name} has default character set {default_cs}",
+                    f"ALTER DATABASE {quote(name)} CHARACTER SET utf8mb4 "
+                    "COLLATE utf8mb4_general_ci;",
+                )
+            )
+        columns = conn.exec_driver_sql(
+            "SELECT table_name, column_name, column_type, character_set_name, collation_name, "
+            "is_nullable, column_default FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL "
+            "AND character_set_name <> 'utf8mb4' ORDER BY table_name, ordinal_position"
+        ).all()
+        for table, column, type_, charset, collation, nullable, default in columns:
+            suffix = collation.split("_", 1)[1] if "_" in collation else "general_ci"
+            target = f"utf8mb4_{suffix}" if charset.startswith("utf8") else "utf8mb4_general_ci"
+            fix = (
+                f"ALTER TABLE {quote(table)} MODIFY {quote(column)} {type_} CHARACTER SET "
+                f"utf8mb4 COLLATE {target}{'' if nullable == 'YES' else ' NOT NULL'}"
+            )
+            if default is not None and default != "NULL":
+                fix += f" DEFAULT {default}"
+            found.append((f"column {table}.{column} has character set {charset}", fix + ";"))
+        return found
+
+    def ratio_as_written(self, value: float) -> float:
+        # the shortest decimal that round-trips the stored 32-bit value
+        try:
+            stored = _float32(value)
+        except OverflowError:  # beyond a 32-bit float: cannot have come from one
+            return value
+        for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+            text = f"{stored:.{digits}g}"
+            if _float32(float(text)) == stored:
+                return float(text)
+        return stored  # pragma: no cover - the loop always returns
+
+
+def _float32(value: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])

@@ -1,0 +1,155 @@
+"""PostgreSQL (psycopg 3): ``ON CONFLICT``, ``COPY``, ``SET LOCAL``, ``LOCK TABLE``,
+trigger and index DDL inside the transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Select, Table, exc, func, select
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.engine import Connection, Engine
+
+
+class PostgreSQL:
+    name = "postgresql"
+    locks_rows = True
+
+    def read_session_setup(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+
+    def one_snapshot(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+    def block_writers(self, conn: Connection, tables: Sequence[str]) -> None:
+        conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
+
+    def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        conn.execute(pg_dialect.insert(table).on_conflict_do_nothing(), rows)
+
+    def insert_ignore_explicit_ids(
+        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        self.insert_ignore(conn, table, rows)
+
+    def insert_select_adding(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        query: Select[Any],
+        *,
+        key: Sequence[str],
+        add: Sequence[str],
+    ) -> None:
+        upsert = pg_dialect.insert(table).from_select(list(columns), query)
+        conn.execute(
+            upsert.on_conflict_do_update(
+                index_elements=list(key),
+                set_={c: table.c[c] + upsert.excluded[c] for c in add},
+            )
+        )
+
+    def bulk_insert(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None:
+        import psycopg
+        from psycopg import sql
+
+        copy = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table.name), sql.SQL(", ").join(map(sql.Identifier, columns))
+        )
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        try:
+            with driver.cursor() as cur, cur.copy(copy) as out:
+                for row in rows:
+                    out.write_row(row)
+        except psycopg.Error as error:  # same wrapping as a statement sent by SQLAlchemy
+            raise exc.DBAPIError.instance(
+                copy.as_string(driver), None, error, psycopg.Error
+            ) from error
+
+    def sync_id_sequence(self, conn: Connection, table: Table) -> None:
+        seq = func.pg_get_serial_sequence(table.name, "id")
+        top = select(func.max(table.c.id)).scalar_subquery()
+        conn.execute(select(func.setval(seq, func.coalesce(top, 1), top.is_not(None))))
+
+    def refresh_statistics(self, conn: Connection, tables: Sequence[Table]) -> None:
+        quote = conn.dialect.identifier_preparer.quote
+        for table in tables:
+            conn.exec_driver_sql(f"ANALYZE {quote(table.name)}")
+
+    def refresh_after_bulk_load(self, engine: Engine, tables: Sequence[Table]) -> None:
+        # VACUUM sets the visibility map index-only scans need; not in a transaction.
+        quote = engine.dialect.identifier_preparer.quote
+        with engine.connect() as conn:
+            auto = conn.execution_options(isolation_level="AUTOCOMMIT")
+            for table in tables:
+                auto.exec_driver_sql(f"VACUUM (ANALYZE) {quote(table.name)}")
+
+    @contextmanager
+    def triggers_suspended(
+        self, conn: Connection, triggers: Mapping[str, Sequence[str]]
+    ) -> Iterator[bool]:
+        quote = conn.dialect.identifier_preparer.quote
+        tables = ", ".join(quote(t) for t in triggers)
+        try:
+            with conn.begin_nested():
+                conn.exec_driver_sql(f"LOCK TABLE {tables} IN SHARE ROW EXCLUSIVE MODE")
+                _alter_triggers(conn, triggers, "DISABLE")
+        except exc.DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) != "42501":  # insufficient_privilege
+                raise
+            yield False
+            return
+        yield True
+        _alter_triggers(conn, triggers, "ENABLE")
+
+    @contextmanager
+    def indexes_deferred(self, conn: Connection, tables: Sequence[str]) -> Iterator[list[str]]:
+        if any(
+            conn.exec_driver_sql(f"SELECT EXISTS (SELECT 1 FROM {t})").scalar() for t in tables
+        ):
+            yield []
+            return
+        defs = conn.exec_driver_sql(
+            "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) "
+            "FROM pg_index i WHERE i.indrelid = ANY (%(tables)s::regclass[]) "
+            "AND NOT i.indisunique AND NOT i.indisprimary AND NOT EXISTS ("
+            "SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) "
+            "ORDER BY 1",
+            {"tables": list(tables)},
+        ).all()
+        for name, _ in defs:
+            conn.exec_driver_sql(f"DROP INDEX {name}")
+        yield [name for name, _ in defs]
+        conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '256MB'")
+        for _, ddl in defs:
+            conn.exec_driver_sql(ddl)
+        # planner statistics for what follows in this transaction (the tables were empty)
+        conn.exec_driver_sql(f"ANALYZE {', '.join(tables)}")
+
+    def explain_prefix(self, *, analyze: bool = False) -> str:
+        return "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
+
+    def column_collation(self, conn: Connection, table: str, column: str) -> str | None:
+        return None
+
+    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
+        return []
+
+    def ratio_as_written(self, value: float) -> float:
+        return value
+
+
+def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:
+    quote = conn.dialect.identifier_preparer.quote
+    for table, names in triggers.items():
+        each = ", ".join(f"{action} TRIGGER {quote(n)}" for n in names)
+        conn.exec_driver_sql(f"ALTER TABLE {quote(table)} {each}")
