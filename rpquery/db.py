@@ -36,6 +36,7 @@ from rpquery.errors import (
     SchemaError,
 )
 from rpquery.store import dialects
+from rpquery.store.dialects._mysql import SQL_MODE as MYSQL_SQL_MODE
 from rpquery.store.urls import DEFAULT_URL, REPLICA_URLS_ENV, split_urls
 
 __all__ = [
@@ -108,13 +109,7 @@ def normalize_url(url: str | URL) -> URL:
             f"rpquery does not run on {backend} ({shown!r}): it runs on {_URL_FORMS}",
             token=backend,
         )
-    if u.drivername in ("postgresql", "postgres"):
-        u = u.set(drivername="postgresql+psycopg")
-    elif u.drivername in ("mysql", "mariadb"):
-        u = u.set(drivername="mysql+pymysql")
-    if u.get_backend_name() in ("mysql", "mariadb") and "charset" not in u.query:
-        u = u.update_query_dict({"charset": "utf8mb4"})
-    return u
+    return dialects.backend(backend).normalize_url(u)
 
 
 @dataclass
@@ -372,22 +367,7 @@ def _replica_health(engine: Engine) -> tuple[bool, float | None]:
     when the server is a replica, else ``None``."""
     try:
         with engine.connect() as conn:
-            if engine.dialect.name == "postgresql":
-                row = conn.exec_driver_sql(
-                    "SELECT pg_is_in_recovery(),"
-                    " CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM"
-                    " pg_last_wal_replay_lsn() THEN 0 ELSE COALESCE(EXTRACT(EPOCH FROM"
-                    " now() - pg_last_xact_replay_timestamp()), 0) END"
-                ).one()
-                return True, (float(row[1]) if row[0] else 0.0)
-            if engine.dialect.name == "mysql":
-                status = conn.exec_driver_sql("SHOW SLAVE STATUS").mappings().first()
-                if status is None:  # not a replica (a Galera node, a primary)
-                    return True, None
-                behind = status.get("Seconds_Behind_Master")
-                return True, (float(behind) if behind is not None else float("inf"))
-            conn.exec_driver_sql("SELECT 1")
-            return True, 0.0
+            return True, dialects.backend(engine.dialect.name).replica_lag(conn)
     except exc.DBAPIError:
         return False, None
 
@@ -524,18 +504,14 @@ def _batch(conn: Connection, kind: str) -> Iterator[None]:
         )
 
 
-def _before_execute(
-    conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool
-) -> None:
+def _before_execute(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
     batch = conn.info.get(_BATCH)
     if batch is not None:
         batch.statements += 1
         batch.sent = time.perf_counter()
 
 
-def _after_execute(
-    conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool
-) -> None:
+def _after_execute(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
     batch = conn.info.get(_BATCH)
     if batch is not None:
         batch.database_seconds += time.perf_counter() - batch.sent
@@ -554,57 +530,13 @@ def _listen(engine: Engine, on_execute: Callable[..., None]) -> None:
 
 
 def _make_engine(url: URL, **engine_kw: Any) -> Engine:
-    backend = url.get_backend_name()
-    if backend == "sqlite":
-        engine_kw.setdefault("connect_args", {"timeout": 30})
-        engine = create_engine(url, **engine_kw)
-        event.listen(engine, "connect", _sqlite_on_connect)
-        event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    engine_kw.setdefault("pool_pre_ping", True)
+    """The engine, set up for its backend (pool options, connect and begin hooks:
+    SQLite's pragmas and ``BEGIN IMMEDIATE``, MySQL/MariaDB's ``sql_mode``)."""
+    backend = dialects.backend(url.get_backend_name())
+    backend.engine_options(engine_kw)
     engine = create_engine(url, **engine_kw)
-    if backend in ("mysql", "mariadb"):
-        event.listen(engine, "connect", _mysql_on_connect)
+    backend.engine_created(engine)
     return engine
-
-
-#: The ``sql_mode`` of rpquery's MySQL/MariaDB sessions, whatever the server's default:
-#: oslo.db's default for Placement (``mysql_sql_mode = TRADITIONAL``). Strict: a value
-#: a column cannot hold is an error, never silently clamped, truncated or stored as ``?``.
-MYSQL_SQL_MODE = "TRADITIONAL"
-
-
-def _mysql_on_connect(dbapi_conn: Any, record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("SET SESSION sql_mode = %s", (MYSQL_SQL_MODE,))
-    cur.close()
-
-
-def _sqlite_on_connect(dbapi_conn: Any, record: Any) -> None:
-    # Let SQLAlchemy (not pysqlite) emit BEGIN, so a transaction really starts
-    # with the first statement; turn on foreign keys and WAL for file databases.
-    dbapi_conn.isolation_level = None
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
-    if cur.execute("PRAGMA database_list").fetchone()[2]:
-        cur.execute("PRAGMA journal_mode=WAL")
-    cur.close()
-
-
-def _sqlite_on_begin(conn: Connection) -> None:
-    # A write transaction takes the lock up front (IMMEDIATE): two writers queue
-    # instead of failing on a lock upgrade. Reads stay deferred.
-    # Sent on the raw connection so tracers count only rpquery's own statements.
-    immediate = conn.get_execution_options().get("rpquery_write")
-    raw = conn.connection.driver_connection
-    assert raw is not None
-    statement = "BEGIN IMMEDIATE" if immediate else "BEGIN"
-    try:
-        raw.execute(statement)
-    except raw.OperationalError as error:  # "database is locked" after busy_timeout
-        # as a driver error, so begin() maps it like any other (a lock timeout: retryable)
-        raise exc.OperationalError(statement, None, error) from error
 
 
 @contextmanager

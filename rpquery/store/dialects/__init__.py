@@ -3,7 +3,7 @@
 Builders use the portable constructs defined here (``random_order()``, ``least()``,
 ``floor_int()``: ``@compiles`` hooks per dialect) and executors use the coercion and
 error-classification helpers. Statements and session work that differ (upserts, bulk
-loading, session setup, locks, EXPLAIN, trigger DDL) are methods of one
+loading, session setup, locks, EXPLAIN, trigger DDL, engine setup) are methods of one
 object per backend (:mod:`._sqlite`, :mod:`._postgresql`, :mod:`._mysql`, each
 implementing :class:`._base.Backend`), which :func:`backend` picks by dialect name; the
 functions here call it. Nothing else in rpquery checks ``dialect.name``.

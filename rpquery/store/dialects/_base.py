@@ -1,7 +1,7 @@
 """The protocol each backend module implements, and the registry that picks one.
 
 One object per backend (:mod:`._sqlite`, :mod:`._postgresql`, :mod:`._mysql`); the
-public functions of :mod:`rpquery.store.dialects` look the
+public functions of :mod:`rpquery.store.dialects` and :mod:`rpquery.db` look the
 backend up by SQLAlchemy's dialect name (``mariadb`` is an alias of ``mysql``) and
 call it, so no other module branches on ``dialect.name``.
 """
@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from sqlalchemy import Select, Table
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 
 class Backend(Protocol):
@@ -24,6 +24,12 @@ class Backend(Protocol):
     #: Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``)
     #: and leave other writers running.
     locks_rows: bool
+
+    # -- engine setup (rpquery.db)
+    def normalize_url(self, url: URL) -> URL: ...
+    def engine_options(self, engine_kw: dict[str, Any]) -> None: ...
+    def engine_created(self, engine: Engine) -> None: ...
+    def replica_lag(self, conn: Connection) -> float | None: ...
 
     # -- sessions and locks
     def read_session_setup(self, conn: Connection) -> None: ...

@@ -1,6 +1,6 @@
-"""MySQL/MariaDB (PyMySQL): ``INSERT IGNORE``, ``ON DUPLICATE KEY UPDATE``, ``utf8mb4``,
-32-bit ``FLOAT`` ratios. Trigger DDL commits the transaction here, so triggers are
-never suspended."""
+"""MySQL/MariaDB (PyMySQL): ``INSERT IGNORE``, ``ON DUPLICATE KEY UPDATE``, a strict
+``sql_mode`` per session, ``utf8mb4``, 32-bit ``FLOAT`` ratios. Trigger DDL commits
+the transaction here, so triggers are never suspended."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import Select, Table
-from sqlalchemy.dialects import mysql as mysql_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import Select, Table, event
+from sqlalchemy.engine import URL, Connection, Engine
 
 from rpquery.store.dialects._base import (
     executemany_insert,
@@ -19,10 +18,35 @@ from rpquery.store.dialects._base import (
     nothing_suspended,
 )
 
+#: The ``sql_mode`` of rpquery's MySQL/MariaDB sessions, whatever the server's default:
+#: oslo.db's default for Placement (``mysql_sql_mode = TRADITIONAL``). Strict: a value
+#: a column cannot hold is an error, never silently clamped, truncated or stored as ``?``.
+SQL_MODE = "TRADITIONAL"
+
 
 class MySQL:
     name = "mysql"
     locks_rows = True
+
+    def normalize_url(self, url: URL) -> URL:
+        if url.drivername in ("mysql", "mariadb"):
+            url = url.set(drivername="mysql+pymysql")
+        if "charset" not in url.query:
+            url = url.update_query_dict({"charset": "utf8mb4"})
+        return url
+
+    def engine_options(self, engine_kw: dict[str, Any]) -> None:
+        engine_kw.setdefault("pool_pre_ping", True)
+
+    def engine_created(self, engine: Engine) -> None:
+        event.listen(engine, "connect", _on_connect)
+
+    def replica_lag(self, conn: Connection) -> float | None:
+        status = conn.exec_driver_sql("SHOW SLAVE STATUS").mappings().first()
+        if status is None:  # not a replica (a Galera node, a primary)
+            return None
+        behind = status.get("Seconds_Behind_Master")
+        return float(behind) if behind is not None else float("inf")
 
     def read_session_setup(self, conn: Connection) -> None:
         pass
@@ -34,6 +58,8 @@ class MySQL:
         pass  # INSERT ... SELECT share-locks the rows it reads
 
     def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        from sqlalchemy.dialects import mysql as mysql_dialect  # when used (start-up time)
+
         conn.execute(mysql_dialect.insert(table).prefix_with("IGNORE"), rows)
 
     def insert_ignore_explicit_ids(
@@ -60,6 +86,8 @@ class MySQL:
         key: Sequence[str],
         add: Sequence[str],
     ) -> None:
+        from sqlalchemy.dialects import mysql as mysql_dialect
+
         my = mysql_dialect.insert(table).from_select(list(columns), query)
         conn.execute(my.on_duplicate_key_update({c: table.c[c] + my.inserted[c] for c in add}))
 
@@ -160,3 +188,9 @@ class MySQL:
 
 def _float32(value: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def _on_connect(dbapi_conn: Any, record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("SET SESSION sql_mode = %s", (SQL_MODE,))
+    cur.close()

@@ -9,12 +9,34 @@ from typing import Any
 
 from sqlalchemy import Select, Table, exc, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 
 class PostgreSQL:
     name = "postgresql"
     locks_rows = True
+
+    def normalize_url(self, url: URL) -> URL:
+        if url.drivername in ("postgresql", "postgres"):
+            url = url.set(drivername="postgresql+psycopg")
+        return url
+
+    def engine_options(self, engine_kw: dict[str, Any]) -> None:
+        engine_kw.setdefault("pool_pre_ping", True)
+
+    def engine_created(self, engine: Engine) -> None:
+        pass
+
+    def replica_lag(self, conn: Connection) -> float | None:
+        # 0 when the standby has replayed all the WAL it received, else the age of the
+        # last transaction it replayed; a server not in recovery has no lag.
+        row = conn.exec_driver_sql(
+            "SELECT pg_is_in_recovery(),"
+            " CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM"
+            " pg_last_wal_replay_lsn() THEN 0 ELSE COALESCE(EXTRACT(EPOCH FROM"
+            " now() - pg_last_xact_replay_timestamp()), 0) END"
+        ).one()
+        return float(row[1]) if row[0] else 0.0
 
     def read_session_setup(self, conn: Connection) -> None:
         conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")

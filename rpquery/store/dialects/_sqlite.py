@@ -1,5 +1,5 @@
-"""SQLite (pysqlite): ``ON CONFLICT``, triggers dropped and re-created inside the
-transaction."""
+"""SQLite (pysqlite): ``ON CONFLICT``, pragmas on connect, ``BEGIN IMMEDIATE`` for
+writes, triggers dropped and re-created inside the transaction."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from sqlalchemy import Select, Table
+from sqlalchemy import Select, Table, event, exc
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 from rpquery.store.dialects._base import executemany_insert, nothing_deferred
 
@@ -19,6 +19,20 @@ class SQLite:
     #: The write transaction locks the whole database: a long read inside one stalls
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
     locks_rows = False
+
+    def normalize_url(self, url: URL) -> URL:
+        return url
+
+    def engine_options(self, engine_kw: dict[str, Any]) -> None:
+        engine_kw.setdefault("connect_args", {"timeout": 30})
+
+    def engine_created(self, engine: Engine) -> None:
+        event.listen(engine, "connect", _on_connect)
+        event.listen(engine, "begin", _on_begin)
+
+    def replica_lag(self, conn: Connection) -> float | None:
+        conn.exec_driver_sql("SELECT 1")
+        return 0.0
 
     def read_session_setup(self, conn: Connection) -> None:
         pass
@@ -108,3 +122,30 @@ class SQLite:
 
     def ratio_as_written(self, value: float) -> float:
         return value
+
+
+def _on_connect(dbapi_conn: Any, record: Any) -> None:
+    # Let SQLAlchemy (not pysqlite) emit BEGIN, so a transaction really starts
+    # with the first statement; turn on foreign keys and WAL for file databases.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    if cur.execute("PRAGMA database_list").fetchone()[2]:
+        cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def _on_begin(conn: Connection) -> None:
+    # A write transaction takes the lock up front (IMMEDIATE): two writers queue
+    # instead of failing on a lock upgrade. Reads stay deferred.
+    # Sent on the raw connection so tracers count only rpquery's own statements.
+    immediate = conn.get_execution_options().get("rpquery_write")
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    statement = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+    try:
+        raw.execute(statement)
+    except raw.OperationalError as error:  # "database is locked" after busy_timeout
+        # as a driver error, so begin() maps it like any other (a lock timeout: retryable)
+        raise exc.OperationalError(statement, None, error) from error
