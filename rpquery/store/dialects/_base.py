@@ -79,6 +79,26 @@ class Backend(Protocol):
     def ratio_as_written(self, value: float) -> float: ...
 
 
+def upsert_adding(
+    conn: Connection,
+    insert: Any,
+    table: Table,
+    columns: Sequence[str],
+    query: Select[Any],
+    key: Sequence[str],
+    add: Sequence[str],
+) -> None:
+    """``INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE SET c = c + excluded.c`` with
+    ``insert`` the dialect's own (PostgreSQL and SQLite share the construct)."""
+    upsert = insert(table).from_select(list(columns), query)
+    conn.execute(
+        upsert.on_conflict_do_update(
+            index_elements=list(key),
+            set_={c: table.c[c] + upsert.excluded[c] for c in add},
+        )
+    )
+
+
 def executemany_insert(
     conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> None:

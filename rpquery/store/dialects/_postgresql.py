@@ -11,6 +11,8 @@ from sqlalchemy import Select, Table, exc, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import URL, Connection, Engine
 
+from rpquery.store.dialects._base import upsert_adding
+
 
 class PostgreSQL:
     name = "postgresql"
@@ -65,13 +67,7 @@ class PostgreSQL:
         key: Sequence[str],
         add: Sequence[str],
     ) -> None:
-        upsert = pg_dialect.insert(table).from_select(list(columns), query)
-        conn.execute(
-            upsert.on_conflict_do_update(
-                index_elements=list(key),
-                set_={c: table.c[c] + upsert.excluded[c] for c in add},
-            )
-        )
+        upsert_adding(conn, pg_dialect.insert, table, columns, query, key, add)
 
     def bulk_insert(
         self,

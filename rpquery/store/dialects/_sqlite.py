@@ -11,7 +11,7 @@ from sqlalchemy import Select, Table, event, exc
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine
 
-from rpquery.store.dialects._base import executemany_insert, nothing_deferred
+from rpquery.store.dialects._base import executemany_insert, nothing_deferred, upsert_adding
 
 
 class SQLite:
@@ -61,13 +61,7 @@ class SQLite:
         key: Sequence[str],
         add: Sequence[str],
     ) -> None:
-        upsert = sqlite_dialect.insert(table).from_select(list(columns), query)
-        conn.execute(
-            upsert.on_conflict_do_update(
-                index_elements=list(key),
-                set_={c: table.c[c] + upsert.excluded[c] for c in add},
-            )
-        )
+        upsert_adding(conn, sqlite_dialect.insert, table, columns, query, key, add)
 
     def bulk_insert(
         self,
