@@ -319,7 +319,7 @@ def test_the_trigger_kept_summaries_replicate_row_based(nodes: list[str]) -> Non
     db.dispose()
     assert fmt == "ROW"
     rps = _providers(nodes[0])
-    writer = Database(nodes[1])
+    writer = synced(nodes[1])  # sees node 0's providers and classes before it writes
     for rp in rps:
         alloc_api.replace_allocations(
             writer,
