@@ -271,12 +271,7 @@ class Database:
     def sqlite_path(self) -> Path | None:
         """The file of a SQLite database (``None`` in memory or on a server)."""
         url = self.engine.url
-        if url.get_backend_name() != "sqlite" or url.query.get("uri"):
-            return None
-        name = url.database or ""
-        if name in ("", ":memory:") or name.startswith("file:"):
-            return None
-        return Path(name)
+        return dialects.backend(url.get_backend_name()).database_file(url)
 
     # ------------------------------------------------------------ tracing
 

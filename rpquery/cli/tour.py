@@ -29,6 +29,7 @@ from rpquery.aggregate_metadata import metadata as agg_md
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.db import Database
 from rpquery.server_groups import groups as sg
+from rpquery.store import dialects
 from rpquery.store.tables import (
     placement_aggregates,
     projects,
@@ -125,7 +126,7 @@ def _start_over_hint(db: Database) -> str:
     path = db.sqlite_path
     if path is not None:
         return f"rm {path}"
-    if db.dialect_name == "sqlite":
+    if not dialects.backend(db.dialect_name).on_server:
         return "a new in-memory database"
     return f"drop and recreate database {db.url.database} (e.g. a new --db)"
 

@@ -268,7 +268,6 @@ def read_state(
     """Run :func:`state_select` and shape the rows (one round trip)."""
     providers: dict[str, ProviderState] = {}
     pairs: dict[tuple[str, int], PairState] = {}
-    dialect = conn.dialect.name
     for row in conn.execute(state_select(provider_uuids, consumer_uuids)):
         prov = providers.get(row.uuid)
         if prov is None:
@@ -281,7 +280,7 @@ def read_state(
             row.min_unit,
             row.max_unit,
             row.step_size,
-            dialects.ratio_as_written(row.allocation_ratio, dialect),
+            dialects.ratio_as_written(conn, row.allocation_ratio),
         )
         pairs[(row.uuid, row.resource_class_id)] = PairState(
             prov, row.resource_class_id, inventory, to_int(row.others), to_int(row.writers)

@@ -347,11 +347,10 @@ def _claim_generations(
 
 def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
     pairs: _Pairs = {}
-    dialect = conn.dialect.name
     for row in conn.execute(pair_usage_select(provider_ids)):
         capacity = None
         if row.total is not None:
-            ratio = dialects.ratio_as_written(row.allocation_ratio, dialect)
+            ratio = dialects.ratio_as_written(conn, row.allocation_ratio)
             inv = Inventory(total=row.total, reserved=row.reserved, allocation_ratio=ratio)
             capacity = inv.capacity
         pairs[(row.resource_provider_id, row.resource_class_id)] = _PairUsage(

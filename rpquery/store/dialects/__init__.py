@@ -216,14 +216,9 @@ class ExactText(TypeDecorator[str]):
         self.length = length
 
     def load_dialect_impl(self, dialect: Any) -> TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            from sqlalchemy.dialects import mysql as mysql_dialect
-
-            collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
-            return dialect.type_descriptor(
-                mysql_dialect.VARCHAR(self.length, charset="utf8mb4", collation=collation)
-            )
-        return dialect.type_descriptor(Unicode(self.length))
+        if dialect.name not in _BACKENDS:  # SQLAlchemy's default dialect (str(table))
+            return dialect.type_descriptor(Unicode(self.length))
+        return dialect.type_descriptor(backend(dialect.name).exact_text(self.length, dialect))
 
 
 class exact_eq(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
@@ -349,19 +344,20 @@ def _ratio_mysql(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> st
     return f"CAST(CAST({compiler.process(element.clauses, **kw)} AS CHAR) AS DOUBLE)"
 
 
-def ratio_as_written(value: Any, dialect_name: str) -> float:
-    """An ``allocation_ratio`` read from the database, as it was written: on
+def ratio_as_written(conn: Connection, value: Any) -> float:
+    """An ``allocation_ratio`` read from the database on ``conn``, as it was written: on
     MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
     value itself elsewhere. Equal to :class:`ratio_as_written_expr` in SQL: PyMySQL
     reads the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it
     is, and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
 
-    >>> ratio_as_written(0.699999988079071, "mysql"), ratio_as_written(0.7, "mysql")
+    >>> maria = backend("mysql")
+    >>> maria.ratio_as_written(0.699999988079071), maria.ratio_as_written(0.7)
     (0.7, 0.7)
-    >>> ratio_as_written(0.699999988079071, "postgresql")
+    >>> backend("postgresql").ratio_as_written(0.699999988079071)
     0.699999988079071
     """
-    return backend(dialect_name).ratio_as_written(float(value))
+    return backend(conn.dialect.name).ratio_as_written(float(value))
 
 
 def capacity_expr(

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import Select, Table
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.types import TypeEngine
 
 
 class Backend(Protocol):
@@ -24,9 +26,13 @@ class Backend(Protocol):
     #: Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``)
     #: and leave other writers running.
     locks_rows: bool
+    #: Whether the database lives on a server (emptied by dropping and recreating it)
+    #: rather than in a file or in this process's memory.
+    on_server: bool
 
     # -- engine setup (rpquery.db)
     def normalize_url(self, url: URL) -> URL: ...
+    def database_file(self, url: URL) -> Path | None: ...
     def engine_options(self, engine_kw: dict[str, Any]) -> None: ...
     def engine_created(self, engine: Engine) -> None: ...
     def replica_lag(self, conn: Connection) -> float | None: ...
@@ -77,6 +83,7 @@ class Backend(Protocol):
     def column_collation(self, conn: Connection, table: str, column: str) -> str | None: ...
     def charset_problems(self, conn: Connection) -> list[tuple[str, str]]: ...
     def ratio_as_written(self, value: float) -> float: ...
+    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]: ...
 
 
 def upsert_adding(

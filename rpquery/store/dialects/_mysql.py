@@ -7,10 +7,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Select, Table, event
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.types import TypeEngine
 
 from rpquery.store.dialects._base import (
     executemany_insert,
@@ -27,6 +29,7 @@ SQL_MODE = "TRADITIONAL"
 class MySQL:
     name = "mysql"
     locks_rows = True
+    on_server = True
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("mysql", "mariadb"):
@@ -34,6 +37,9 @@ class MySQL:
         if "charset" not in url.query:
             url = url.update_query_dict({"charset": "utf8mb4"})
         return url
+
+    def database_file(self, url: URL) -> Path | None:
+        return None
 
     def engine_options(self, engine_kw: dict[str, Any]) -> None:
         engine_kw.setdefault("pool_pre_ping", True)
@@ -184,6 +190,15 @@ class MySQL:
             if _float32(float(text)) == stored:
                 return float(text)
         return stored  # pragma: no cover - the loop always returns
+
+    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
+        # the default collations fold case and ignore trailing spaces: a binary NO PAD
+        # one, named differently by MariaDB and MySQL 8
+        from sqlalchemy.dialects import mysql as mysql_dialect  # when used (start-up time)
+
+        mariadb = getattr(dialect, "is_mariadb", False)
+        collation = "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin"
+        return mysql_dialect.VARCHAR(length, charset="utf8mb4", collation=collation)
 
 
 def _float32(value: float) -> float:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, Table, exc, func, select
+from sqlalchemy import Select, Table, Unicode, exc, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.types import TypeEngine
 
 from rpquery.store.dialects._base import upsert_adding
 
@@ -17,11 +19,15 @@ from rpquery.store.dialects._base import upsert_adding
 class PostgreSQL:
     name = "postgresql"
     locks_rows = True
+    on_server = True
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("postgresql", "postgres"):
             url = url.set(drivername="postgresql+psycopg")
         return url
+
+    def database_file(self, url: URL) -> Path | None:
+        return None
 
     def engine_options(self, engine_kw: dict[str, Any]) -> None:
         engine_kw.setdefault("pool_pre_ping", True)
@@ -164,6 +170,9 @@ class PostgreSQL:
 
     def ratio_as_written(self, value: float) -> float:
         return value
+
+    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
+        return Unicode(length)  # compares byte for byte already
 
 
 def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, Table, event, exc
+from sqlalchemy import Select, Table, Unicode, event, exc
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.types import TypeEngine
 
 from rpquery.store.dialects._base import executemany_insert, nothing_deferred, upsert_adding
 
@@ -19,9 +21,16 @@ class SQLite:
     #: The write transaction locks the whole database: a long read inside one stalls
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
     locks_rows = False
+    on_server = False
 
     def normalize_url(self, url: URL) -> URL:
         return url
+
+    def database_file(self, url: URL) -> Path | None:
+        name = url.database or ""
+        if url.query.get("uri") or name in ("", ":memory:") or name.startswith("file:"):
+            return None  # in memory, or a URI the driver resolves
+        return Path(name)
 
     def engine_options(self, engine_kw: dict[str, Any]) -> None:
         engine_kw.setdefault("connect_args", {"timeout": 30})
@@ -116,6 +125,9 @@ class SQLite:
 
     def ratio_as_written(self, value: float) -> float:
         return value
+
+    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
+        return Unicode(length)  # compares byte for byte already
 
 
 def _on_connect(dbapi_conn: Any, record: Any) -> None:
