@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote_plus, unquote_plus
 
-from rpquery.errors import InvalidRequest
+from rpquery.errors import InvalidRequest, invalid
 
 __all__ = ["ENCODED_ALPHABET", "decode", "encode"]
 
@@ -63,19 +63,15 @@ def decode(encoded: str) -> str:
     exactly what :func:`encode` would produce for some tag (wrong alphabet, broken
     escapes, invalid UTF-8, lower-case or needless escapes).
     """
+    code, what = "rpquery.tags.bad_encoding", f"backend tag {encoded!r}"
     if not ENCODED_ALPHABET.fullmatch(encoded):
-        raise _bad_encoding(encoded, "characters outside the codec's alphabet")
+        raise invalid(code, f"{what}: characters outside the codec's alphabet", encoded)
     quoted = encoded.replace("*", "_").replace("/", "%")
     try:
         tag = unquote_plus(quoted, encoding="utf-8", errors="strict")
     except UnicodeDecodeError as exc:
-        raise _bad_encoding(encoded, "escapes are not valid UTF-8") from exc
+        raise invalid(code, f"{what}: escapes are not valid UTF-8", encoded) from exc
     if encode(tag) != encoded:
-        raise _bad_encoding(encoded, "not the canonical encoding of any tag")
+        raise invalid(code, f"{what}: not the canonical encoding of any tag", encoded)
     return tag
 
-
-def _bad_encoding(encoded: str, why: str) -> InvalidRequest:
-    return InvalidRequest(
-        "rpquery.tags.bad_encoding", f"backend tag {encoded!r}: {why}", token=encoded
-    )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rpquery import _validation as validation
-from rpquery.errors import InvalidRequest
+from rpquery.errors import InvalidRequest, invalid
 from rpquery.tags import codec
 
 __all__ = [
@@ -165,24 +165,22 @@ def validate_tag(config: TagConfig, namespace: str, tag: object) -> str:
             "rpquery.tags.empty", "a tag must be a non-empty string", token=repr(tag)
         )
     if len(tag) > config.max_length:
-        raise _bad(tag, "rpquery.tags.too_long", f"longer than {config.max_length} characters")
+        why = f"longer than {config.max_length} characters"
+        raise invalid("rpquery.tags.too_long", f"tag {tag!r} {why}", tag)
     if "\x00" in tag:
-        raise _bad(tag, "rpquery.tags.bad_character", "contains a NUL character")
+        raise invalid("rpquery.tags.bad_character", f"tag {tag!r} contains a NUL character", tag)
     for char in "/,":
         if char in tag:
-            raise _bad(
-                tag, "rpquery.tags.bad_character", f"contains {char!r}, which is not allowed"
-            )
+            why = f"contains {char!r}, which is not allowed"
+            raise invalid("rpquery.tags.bad_character", f"tag {tag!r} {why}", tag)
     form = config.backend_form(validate_namespace(config, namespace), tag)
     if len(form) > config.backend_max_length:
-        raise _bad(
-            tag,
-            "rpquery.tags.backend_rejects",
-            f"backend form is {len(form)} characters, over the backend's "
-            f"{config.backend_max_length}",
-        )
+        why = f"backend form is {len(form)} characters, over the backend's "
+        why += str(config.backend_max_length)
+        raise invalid("rpquery.tags.backend_rejects", f"tag {tag!r} {why}", tag)
     if not BACKEND_TAG_RE.fullmatch(form):  # pragma: no cover - the codec guarantees it
-        raise _bad(tag, "rpquery.tags.backend_rejects", "backend form breaks the tag alphabet")
+        why = "backend form breaks the tag alphabet"
+        raise invalid("rpquery.tags.backend_rejects", f"tag {tag!r} {why}", tag)
     return tag
 
 
@@ -210,6 +208,3 @@ def tag_list(tags: object) -> list[object]:
         )
     return list(tags)
 
-
-def _bad(tag: str, code: str, why: str) -> InvalidRequest:
-    return InvalidRequest(code, f"tag {tag!r} {why}", token=tag)

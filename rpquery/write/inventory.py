@@ -37,7 +37,7 @@ from sqlalchemy.engine import Connection
 
 from rpquery._validation import check_int, check_ratio, check_uuid
 from rpquery.db import Database
-from rpquery.errors import InUse, InvalidRequest, NotFound
+from rpquery.errors import InUse, NotFound, invalid
 from rpquery.models import Inventory
 from rpquery.store import catalog
 from rpquery.store.dialects import to_int
@@ -83,10 +83,6 @@ _CODES = {
 }
 
 
-def _bad(rc: str, field: str, detail: str) -> InvalidRequest:
-    return InvalidRequest(_CODES[field], f"inventory of {rc}: {detail}", token=f"{rc}.{field}")
-
-
 def check_inventory(rc: str, inv: Inventory) -> Inventory:
     """Check one inventory without the database: total > 0, 0 <= reserved <= total,
     1 <= min_unit <= max_unit, step_size >= 1, all ints in 0..MAX_INT, allocation_ratio
@@ -107,13 +103,17 @@ def check_inventory(rc: str, inv: Inventory) -> Inventory:
     )
     max_unit = inv.max_unit if inv.max_unit is not None else inv.total
     if inv.total < 1:
-        raise _bad(rc, "total", f"total must be > 0, got {inv.total}")
+        detail = f"total must be > 0, got {inv.total}"
+        raise invalid(_CODES["total"], f"inventory of {rc}: {detail}", f"{rc}.total")
     if inv.reserved > inv.total:
-        raise _bad(rc, "reserved", f"reserved {inv.reserved} exceeds total {inv.total}")
+        detail = f"reserved {inv.reserved} exceeds total {inv.total}"
+        raise invalid(_CODES["reserved"], f"inventory of {rc}: {detail}", f"{rc}.reserved")
     if inv.min_unit < 1 or inv.min_unit > max_unit:
-        raise _bad(rc, "min_unit", f"min_unit {inv.min_unit} must be in 1..max_unit {max_unit}")
+        detail = f"min_unit {inv.min_unit} must be in 1..max_unit {max_unit}"
+        raise invalid(_CODES["min_unit"], f"inventory of {rc}: {detail}", f"{rc}.min_unit")
     if inv.step_size < 1:
-        raise _bad(rc, "step_size", f"step_size must be >= 1, got {inv.step_size}")
+        detail = f"step_size must be >= 1, got {inv.step_size}"
+        raise invalid(_CODES["step_size"], f"inventory of {rc}: {detail}", f"{rc}.step_size")
     return inv
 
 
