@@ -8,7 +8,7 @@ call it, so no other module branches on ``dialect.name``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -86,24 +86,38 @@ class Backend(Protocol):
     def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]: ...
 
 
-def upsert_adding(
-    conn: Connection,
-    insert: Any,
-    table: Table,
-    columns: Sequence[str],
-    query: Select[Any],
-    key: Sequence[str],
-    add: Sequence[str],
-) -> None:
-    """``INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE SET c = c + excluded.c`` with
-    ``insert`` the dialect's own (PostgreSQL and SQLite share the construct)."""
-    upsert = insert(table).from_select(list(columns), query)
-    conn.execute(
-        upsert.on_conflict_do_update(
-            index_elements=list(key),
-            set_={c: table.c[c] + upsert.excluded[c] for c in add},
+class OnConflictWrites:
+    """The writes of a backend with ``INSERT ... ON CONFLICT`` (PostgreSQL, SQLite),
+    written once; ``insert`` is the dialect's own insert construct."""
+
+    insert: Callable[[Table], Any]
+
+    def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        conn.execute(self.insert(table).on_conflict_do_nothing(), rows)
+
+    def insert_ignore_explicit_ids(
+        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        self.insert_ignore(conn, table, rows)  # an explicit id, 0 included, is kept
+
+    def insert_select_adding(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[str],
+        query: Select[Any],
+        *,
+        key: Sequence[str],
+        add: Sequence[str],
+    ) -> None:
+        # INSERT ... SELECT ... ON CONFLICT (key) DO UPDATE SET c = c + excluded.c
+        upsert = self.insert(table).from_select(list(columns), query)
+        conn.execute(
+            upsert.on_conflict_do_update(
+                index_elements=list(key),
+                set_={c: table.c[c] + upsert.excluded[c] for c in add},
+            )
         )
-    )
 
 
 def executemany_insert(

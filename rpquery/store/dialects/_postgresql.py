@@ -8,15 +8,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, Table, Unicode, exc, func, select
+from sqlalchemy import Table, Unicode, exc, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.types import TypeEngine
 
-from rpquery.store.dialects._base import upsert_adding
+from rpquery.store.dialects._base import OnConflictWrites
 
 
-class PostgreSQL:
+class PostgreSQL(OnConflictWrites):
+    insert = staticmethod(pg_dialect.insert)
     name = "postgresql"
     locks_rows = True
     on_server = True
@@ -54,26 +55,6 @@ class PostgreSQL:
 
     def block_writers(self, conn: Connection, tables: Sequence[str]) -> None:
         conn.exec_driver_sql(f"LOCK TABLE {', '.join(tables)} IN SHARE MODE")
-
-    def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-        conn.execute(pg_dialect.insert(table).on_conflict_do_nothing(), rows)
-
-    def insert_ignore_explicit_ids(
-        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
-    ) -> None:
-        self.insert_ignore(conn, table, rows)
-
-    def insert_select_adding(
-        self,
-        conn: Connection,
-        table: Table,
-        columns: Sequence[str],
-        query: Select[Any],
-        *,
-        key: Sequence[str],
-        add: Sequence[str],
-    ) -> None:
-        upsert_adding(conn, pg_dialect.insert, table, columns, query, key, add)
 
     def bulk_insert(
         self,

@@ -8,15 +8,16 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, Table, Unicode, event, exc
+from sqlalchemy import Table, Unicode, event, exc
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.types import TypeEngine
 
-from rpquery.store.dialects._base import executemany_insert, nothing_deferred, upsert_adding
+from rpquery.store.dialects._base import OnConflictWrites, executemany_insert, nothing_deferred
 
 
-class SQLite:
+class SQLite(OnConflictWrites):
+    insert = staticmethod(sqlite_dialect.insert)
     name = "sqlite"
     #: The write transaction locks the whole database: a long read inside one stalls
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
@@ -51,26 +52,6 @@ class SQLite:
 
     def block_writers(self, conn: Connection, tables: Sequence[str]) -> None:
         pass  # writers queue behind this write transaction anyway
-
-    def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-        conn.execute(sqlite_dialect.insert(table).on_conflict_do_nothing(), rows)
-
-    def insert_ignore_explicit_ids(
-        self, conn: Connection, table: Table, rows: list[dict[str, Any]]
-    ) -> None:
-        self.insert_ignore(conn, table, rows)
-
-    def insert_select_adding(
-        self,
-        conn: Connection,
-        table: Table,
-        columns: Sequence[str],
-        query: Select[Any],
-        *,
-        key: Sequence[str],
-        add: Sequence[str],
-    ) -> None:
-        upsert_adding(conn, sqlite_dialect.insert, table, columns, query, key, add)
 
     def bulk_insert(
         self,
