@@ -29,8 +29,6 @@ def public_modules() -> list[str]:
             parts.pop()
         if parts[-1] == "__main__" or any(p.startswith("_") for p in parts):
             continue
-        if parts[:2] in (["rpquery", "api"], ["rpquery", "cli"]) and len(parts) > 2:
-            continue  # the applications' insides: their public names are make_app and main
         out.append(".".join(parts))
     return out
 
@@ -42,6 +40,12 @@ def test_the_top_level_exports_resolve() -> None:
     assert rpquery.Database is importlib.import_module("rpquery.db").Database
     with pytest.raises(AttributeError):
         rpquery.candidates_sql  # noqa: B018
+
+
+def test_the_front_doors_modules_are_public_modules() -> None:
+    found = set(public_modules())
+    assert {"rpquery.api.app", "rpquery.api.handlers.allocations", "rpquery.cli.tour"} <= found
+    assert "rpquery.cli._common" not in found
 
 
 @pytest.mark.parametrize("module", public_modules())

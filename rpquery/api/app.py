@@ -37,6 +37,8 @@ from rpquery.api.util import ctx
 from rpquery.db import Database
 from rpquery.errors import RpqueryError
 
+__all__ = ["make_app"]
+
 LOG = logging.getLogger("rpquery.api")
 
 #: Paths that need no authentication (Placement exempts only the root).

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 from rpquery.api.errors import ApiError
 
+__all__ = ["Authorizer", "Identity", "admin_only", "allow_all", "forbidden", "noauth2"]
+
 
 @dataclass(frozen=True)
 class Identity:

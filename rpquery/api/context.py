@@ -8,6 +8,8 @@ from rpquery.api.auth import Authorizer, Identity, allow_all
 from rpquery.api.microversion import MIN_VERSION, Version
 from rpquery.db import Database
 
+__all__ = ["RequestContext"]
+
 
 class RequestContext:
     """Set by the app before a handler runs.

@@ -28,6 +28,26 @@ from http import HTTPStatus
 
 from rpquery.errors import Conflict, InvalidRequest, NotFound, RpqueryError
 
+__all__ = [
+    "ApiError",
+    "CONCURRENT_UPDATE",
+    "DEFAULT",
+    "DUPLICATE_NAME",
+    "ILLEGAL_DUPLICATE_QUERYPARAM",
+    "INVENTORY_INUSE",
+    "PLACEMENT_CODES",
+    "PROVIDER_CANNOT_DELETE_PARENT",
+    "PROVIDER_IN_USE",
+    "QUERYPARAM_BAD_VALUE",
+    "QUERYPARAM_MISSING_VALUE",
+    "RESOURCE_PROVIDER_NOT_FOUND",
+    "accept_ranges",
+    "error_media_type",
+    "from_rpquery",
+    "q_of",
+    "render",
+]
+
 # Placement's error codes (placement/errors.py): the values clients dispatch on.
 DEFAULT = "placement.undefined_code"
 INVENTORY_INUSE = "placement.inventory.inuse"

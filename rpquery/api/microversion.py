@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 from rpquery.api.errors import ApiError
 
+__all__ = ["HEADER", "MAX_VERSION", "MIN_VERSION", "SERVICE", "Version", "parse_header"]
+
 SERVICE = "placement"
 HEADER = "openstack-api-version"
 

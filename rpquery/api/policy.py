@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 from rpquery.api.auth import Identity, forbidden
 
+__all__ = ["PLACEMENT_RULES", "PlacementPolicy", "named_policy"]
+
 BASE_RULES: Mapping[str, str] = {
     "admin_api": "role:admin",
     "service_api": "role:service",

@@ -14,6 +14,8 @@ from rpquery.api.errors import ApiError
 from rpquery.api.microversion import Version
 from rpquery.api.util import is_uuid_like
 
+__all__ = ["check_in_tree", "check_member_of", "check_required", "check_resources"]
+
 _BAD_QS = "Invalid query string parameters"
 
 

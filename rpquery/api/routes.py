@@ -18,6 +18,8 @@ from rpquery.api.handlers import (
 )
 from rpquery.api.routing import Route
 
+__all__ = ["ROUTES"]
+
 ROUTES: list[Route] = [
     *root.ROUTES,
     *resource_providers.ROUTES,

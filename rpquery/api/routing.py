@@ -30,6 +30,8 @@ from rpquery.api.errors import ApiError, accept_ranges, q_of
 from rpquery.api.microversion import MAX_VERSION, MIN_VERSION, Version
 from rpquery.api.util import JSON, ctx
 
+__all__ = ["Handler", "Route", "add_routes", "route"]
+
 Handler = Callable[..., None]
 
 

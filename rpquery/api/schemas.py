@@ -9,6 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "CUSTOM_PATTERN",
+    "CUSTOM_TRAIT",
+    "LIST_PROVIDERS_1_0",
+    "LIST_PROVIDERS_1_14",
+    "LIST_PROVIDERS_1_18",
+    "LIST_PROVIDERS_1_3",
+    "LIST_PROVIDERS_1_4",
+    "LIST_TRAITS",
+    "NULLABLE_UUID",
+    "POST_INVENTORY",
+    "POST_PROVIDER",
+    "POST_PROVIDER_1_14",
+    "POST_RESOURCE_CLASS",
+    "PUT_AGGREGATES",
+    "PUT_AGGREGATES_1_19",
+    "PUT_INVENTORIES",
+    "PUT_INVENTORY",
+    "PUT_INVENTORY_RECORD",
+    "PUT_PROVIDER",
+    "PUT_PROVIDER_1_14",
+    "PUT_PROVIDER_TRAITS",
+    "PUT_RESOURCE_CLASS",
+    "RC_PATTERN",
+    "Schema",
+    "TRAIT",
+    "UUID",
+]
+
 Schema = dict[str, Any]
 
 UUID: Schema = {"type": "string", "format": "uuid"}

@@ -27,6 +27,8 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
+__all__ = ["ApiServer", "JsonAccessLogger", "serve"]
+
 
 class JsonAccessLogger(Logger):
     """gunicorn's logger with one JSON object per access log line."""

@@ -19,6 +19,23 @@ from falcon.uri import parse_query_string
 from rpquery.api.context import RequestContext
 from rpquery.api.errors import ApiError
 
+__all__ = [
+    "JSON",
+    "ctx",
+    "empty",
+    "is_uuid_like",
+    "is_valid",
+    "json_body",
+    "no_cache",
+    "query",
+    "query_params",
+    "send_json",
+    "set_location",
+    "url",
+    "validate",
+    "want",
+]
+
 JSON = "application/json"
 _FORMATS = jsonschema.FormatChecker()
 

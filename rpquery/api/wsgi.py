@@ -14,6 +14,8 @@ import falcon
 from rpquery.api.app import make_app
 from rpquery.db import DEFAULT_URL, REPLICA_URLS_ENV, Database, split_urls
 
+__all__ = ["create_app"]
+
 
 def create_app() -> falcon.App:
     db = Database(

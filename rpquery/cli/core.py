@@ -30,6 +30,8 @@ from rpquery.usage import reads as usages_mod
 if TYPE_CHECKING:  # generator (which imports the migrations) is loaded by ``load`` only
     from rpquery import generator
 
+__all__ = ["COMMANDS", "claim", "load", "release", "usages"]
+
 
 def single_values(pairs: Sequence[tuple[str, str]], allowed: Sequence[str]) -> dict[str, str]:
     """``pairs`` as a dict, refusing unknown or repeated keys (``InvalidRequest``).

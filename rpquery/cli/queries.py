@@ -32,6 +32,17 @@ if TYPE_CHECKING:
     from rpquery.policies.base import HostPolicy
     from rpquery.read.providers import ResourceProvider
 
+__all__ = [
+    "COMMANDS",
+    "build_policies",
+    "candidate_params",
+    "candidates",
+    "explain",
+    "policy_options",
+    "providers",
+    "request_options",
+]
+
 # Imported where used, so that a candidates query loads only the read path (start-up
 # time, issue 18): rpquery.read.providers (providers, explain --providers),
 # rpquery.aggregate_metadata (--extra-specs), rpquery.server_groups (--server-group).

@@ -21,6 +21,8 @@ from rpquery.errors import InvalidRequest
 from rpquery.store.tables import resource_providers
 from rpquery.write import reshaper
 
+__all__ = ["COMMANDS", "reshape"]
+
 
 def _generations(db: Database, rp_uuids: list[str]) -> dict[str, int]:
     rp = resource_providers

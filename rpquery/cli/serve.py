@@ -10,6 +10,8 @@ import click
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.store import migrations
 
+__all__ = ["COMMANDS", "serve"]
+
 
 @click.command("serve")
 @click.option(

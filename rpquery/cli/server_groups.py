@@ -24,6 +24,8 @@ from rpquery.server_groups import weighers as w
 if TYPE_CHECKING:
     from rpquery.server_groups.scheduling import Scheduled
 
+__all__ = ["COMMANDS", "move", "schedule", "server_group"]
+
 #: Same as ``rpquery.server_groups.scheduling.MOVE_ACTIONS``; scheduling (and the candidate
 #: query it needs) is imported only by the commands that run it.
 MOVE_ACTIONS = ("migrate", "evacuate", "rebuild")

@@ -28,6 +28,8 @@ from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.tags.fake_db import DbFakeBackend
 
+__all__ = ["COMMANDS", "instances", "tags_group"]
+
 BACKENDS = ("fake",)
 
 namespace_option = click.option(

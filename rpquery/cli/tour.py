@@ -41,6 +41,8 @@ from rpquery.store.tables import (
 from rpquery.usage import reads as usages
 from rpquery.write import allocations
 
+__all__ = ["COMMANDS", "tour"]
+
 #: Size of the sample cloud the tour loads into an empty database.
 TOUR_HOSTS = 300
 #: Owner of what the tour writes (and undoes before it ends).

@@ -25,6 +25,8 @@ from rpquery.insight import (
 )
 from rpquery.read.request import parse_candidates
 
+__all__ = ["COMMANDS", "headroom_command", "why"]
+
 
 def show_rejections(answer: Rejections) -> None:
     """One row per reason (count, reason, group, what it asks for, example hosts), then

@@ -13,6 +13,8 @@ from rpquery.api.util import ctx, json_body, send_json, want
 from rpquery.errors import ConcurrentUpdate
 from rpquery.write import associations
 
+__all__ = ["ROUTES"]
+
 POLICY = "placement:resource_providers:aggregates:%s"
 _WITH_GENERATION = (1, 19)
 

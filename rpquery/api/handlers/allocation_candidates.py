@@ -28,6 +28,8 @@ from rpquery.read import candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates
 from rpquery.write import providers
 
+__all__ = ["ROUTES"]
+
 # ---------------------------------------------------------------- schemas (Placement's)
 
 SCHEMA_1_10: dict[str, Any] = {

@@ -30,6 +30,15 @@ from rpquery.usage import reads as usages
 from rpquery.write import allocations as alloc_lib
 from rpquery.write import consumers
 
+__all__ = [
+    "RC_PATTERN",
+    "ROUTES",
+    "UUID_PATTERN",
+    "capacity_message",
+    "compare_consumer_generations",
+    "post_schema",
+]
+
 #: Placement's ``incomplete_consumer_project_id`` / ``_user_id`` defaults: the owner
 #: of consumers written before 1.8, when bodies carried none.
 INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"

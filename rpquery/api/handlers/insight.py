@@ -16,6 +16,8 @@ from rpquery.errors import InvalidRequest
 from rpquery.insight import EXAMPLES, explain_no_candidates, headroom
 from rpquery.read.request import parse_candidates
 
+__all__ = ["ROUTES"]
+
 
 def _one(params: dict[str, list[str]], name: str) -> str | None:
     values = params.pop(name, None)

@@ -22,6 +22,8 @@ from rpquery.store import catalog
 from rpquery.usage import reads as usages
 from rpquery.write import inventory as inv_lib
 
+__all__ = ["ROUTES"]
+
 POLICY = "placement:resource_providers:inventories:%s"
 MAX_INT = 2**31 - 1
 _FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")

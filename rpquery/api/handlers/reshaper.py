@@ -20,6 +20,8 @@ from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidReq
 from rpquery.models import Inventory
 from rpquery.write import consumers, providers, reshaper
 
+__all__ = ["ROUTES"]
+
 MAX_INT = 2147483647
 SQL_SP_FLOAT_MAX = 3.40282e38
 #: Placement's defaults for the fields an inventory record leaves out.

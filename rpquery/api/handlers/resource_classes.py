@@ -12,6 +12,8 @@ from rpquery.api.util import ctx, empty, json_body, send_json, set_location, url
 from rpquery.errors import Conflict, InUse, InvalidRequest, NotFound
 from rpquery.store import catalog
 
+__all__ = ["ROUTES"]
+
 POLICY = "placement:resource_classes:%s"
 
 

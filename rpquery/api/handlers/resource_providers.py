@@ -29,6 +29,8 @@ from rpquery.models import ResourceProvider
 from rpquery.read import providers as provider_list
 from rpquery.write import providers
 
+__all__ = ["ROUTES", "load"]
+
 POLICY = "placement:resource_providers:%s"
 
 

@@ -9,6 +9,8 @@ from rpquery.api.microversion import MAX_VERSION, MIN_VERSION
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, send_json
 
+__all__ = ["ROUTES"]
+
 
 def home(req: falcon.Request, resp: falcon.Response) -> None:
     """The one version this service offers, with its microversion range."""

@@ -22,6 +22,8 @@ from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.store import catalog
 from rpquery.write import associations
 
+__all__ = ["ROUTES"]
+
 POLICY = "placement:traits:%s"
 RP_POLICY = "placement:resource_providers:traits:%s"
 

@@ -17,6 +17,8 @@ from rpquery.errors import InvalidRequest, NotFound
 from rpquery.usage import reads as usages
 from rpquery.write import providers
 
+__all__ = ["ROUTES"]
+
 _OWNER = {"type": "string", "minLength": 1, "maxLength": 255}
 SCHEMA_1_9: dict[str, Any] = {
     "type": "object",
