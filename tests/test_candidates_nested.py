@@ -8,6 +8,10 @@ must appear are ``incl_*``, providers that must not are ``excl_*``.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import orjson
 import pytest
 
 from rpquery.db import Database
@@ -245,12 +249,48 @@ def test_compact_rendering_equals_the_public_objects(numa_pf: Database, query: s
         got.allocation_requests = ()  # type: ignore[misc]
 
 
+def _same_json(body: bytes, expected: dict[str, Any]) -> bool:
+    """Equal content and key order (``orjson.loads`` keeps the order written)."""
+    return json.dumps(orjson.loads(body)) == json.dumps(expected)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "resources=VCPU:1,MEMORY_MB:512",
+        "resources_A=SRIOV_NET_VF:1&resources_B=SRIOV_NET_VF:1&group_policy=none",
+        "resources_CPU=VCPU:1&resources_NET=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT"
+        "&same_subtree=_CPU,_NET,_NUMA&group_policy=none",
+    ],
+)
+def test_json_body_equals_to_placement(numa_pf: Database, query: str) -> None:
+    """``to_placement_json`` (one pass, shared parts, orjson) writes what ``to_placement``
+    returns, from the compact rows and from the public objects alike; ``trait_key``
+    orders each summary's traits, nothing else."""
+    got = allocation_candidates(numa_pf, query)
+    body = got.to_placement()
+    assert body["allocation_requests"]
+    assert _same_json(got.to_placement_json(), body)
+    rebuilt = AllocationCandidates(got.allocation_requests, got.provider_summaries)
+    assert _same_json(rebuilt.to_placement_json(), body)
+
+    def custom_first(name: str) -> tuple[bool, str]:
+        return not name.startswith("CUSTOM_"), name
+
+    for summary in body["provider_summaries"].values():
+        summary["traits"].sort(key=custom_first)
+    assert any(s["traits"] for s in body["provider_summaries"].values())
+    assert _same_json(got.to_placement_json(trait_key=custom_first), body)
+    assert _same_json(rebuilt.to_placement_json(trait_key=custom_first), body)
+
+
 def test_compact_rendering_with_sharing_providers(shared_storage: Database) -> None:
     for query in ("resources=VCPU:1,DISK_GB:50", "resources=DISK_GB:50"):
         got = allocation_candidates(shared_storage, query)
         rebuilt = AllocationCandidates(got.allocation_requests, got.provider_summaries)
         assert got.to_placement()["allocation_requests"]
         assert repr(got.to_placement()) == repr(rebuilt.to_placement())
+        assert _same_json(got.to_placement_json(), got.to_placement())
 
 
 def test_answers_leave_no_cyclic_garbage(numa_pf: Database) -> None:

@@ -22,7 +22,7 @@ from rpquery.api import errors
 from rpquery.api import query as gates
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, query, send_json, validate, want
+from rpquery.api.util import ctx, query, send_json, send_json_bytes, validate, want
 from rpquery.errors import InvalidRequest
 from rpquery.read import candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates
@@ -290,13 +290,13 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     if blind:
         answer = candidates.exclude_nested(answer, wanted.limit)
     if want(req, (1, 34)):
-        body = answer.to_placement()  # the library's own (fast) rendering is 1.34+'s
-    else:
-        body = {
-            "allocation_requests": _requests_body(req, answer),
-            "provider_summaries": _summaries_body(req, answer, wanted),
-        }
-    summaries = body["provider_summaries"]
+        # The library's own body is 1.34+'s, written in one pass (orjson) from the
+        # answer's compact rows. Its summaries are already those of the trees the
+        # requests allocate from (what _trees_used keeps below).
+        send_json_bytes(req, resp, answer.to_placement_json(trait_key=_trait_order))
+        return
+    summaries = _summaries_body(req, answer, wanted)
+    body = {"allocation_requests": _requests_body(req, answer), "provider_summaries": summaries}
     kept = _trees_used(answer)
     for uuid in [u for u in summaries if u not in kept]:
         del summaries[uuid]

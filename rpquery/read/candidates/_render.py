@@ -13,9 +13,11 @@ render alike. Every dict and list returned is new: callers may mutate them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 if TYPE_CHECKING:  # types only: _results imports this module
     from rpquery.read.candidates._results import (
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # types only: _results imports this module
     )
 
 __all__ = [
+    "placement_json",
     "render_objects",
     "render_request",
     "render_request_rows",
@@ -131,6 +134,122 @@ def render_summary_rows(rows: SummaryRows) -> dict[str, Any]:
             uuid_by_id[root],
         )
     return out
+
+
+# ---------------------------------------------------------------- the JSON body, one pass
+#
+# For the bytes of a whole answer the parts need not be fresh: a value that many
+# requests or summaries share (a layout's ``{"resources": {...}}``, a trait list, one
+# ``{"capacity", "used"}`` pair) is built once and referenced wherever it appears, and
+# orjson writes the whole answer in one call. Same content as ``json.dumps`` of
+# :func:`render_rows` (orjson writes no spaces and non-ASCII as UTF-8).
+
+TraitKey = Callable[[str], Any]
+
+
+def _shared_requests(rows: RequestRows) -> list[dict[str, Any]]:
+    """:func:`render_request_rows` with shared parts (one ``{"resources": ...}`` per
+    layout and provider; the mappings of a layout whose suffixes map one slot each are
+    written without sorting)."""
+    out: list[dict[str, Any]] = []
+    append = out.append
+    resources: dict[int, dict[str, Any]] = {}
+    single_maps: dict[int, Any] = {}
+    for _c, picks, uu, allocs, maps in rows.laid_out():
+        if len(allocs) == 1:
+            k, res = allocs[0]
+            body = resources.get(id(res))
+            if body is None:
+                body = resources[id(res)] = {"resources": dict(res)}
+            allocations = {uu[k]: body}
+        else:
+            pairs = []
+            for k, res in allocs:
+                body = resources.get(id(res))
+                if body is None:
+                    body = resources[id(res)] = {"resources": dict(res)}
+                pairs.append((uu[k], body))
+            pairs.sort(key=itemgetter(0))
+            allocations = dict(pairs)
+        simple = single_maps.get(id(maps))
+        if simple is None:
+            simple = single_maps[id(maps)] = all(len(ks) == 1 for _, ks in maps)
+        if simple:
+            mappings = {s: [uu[ks[0]]] for s, ks in maps}
+        else:
+            mappings = {
+                s: [uu[ks[0]]]
+                if len(ks) == 1
+                else [uu[k] for k in sorted(ks, key=picks.__getitem__)]
+                for s, ks in maps
+            }
+        append({"allocations": allocations, "mappings": mappings})
+    return out
+
+
+def _shared_summaries(rows: SummaryRows, trait_key: TraitKey | None) -> dict[str, Any]:
+    """:func:`render_summary_rows` with shared parts: one trait list per trait set, one
+    ``{"capacity", "used"}`` per (capacity, used) pair; traits in ``trait_key`` order
+    (default: by name)."""
+    uuid_by_id = rows.uuid_by_id
+    trait_lists: dict[int, list[str]] = {}
+    rc_order: dict[tuple[str, ...], tuple[str, ...]] = {}
+    amounts: dict[int, dict[str, int]] = {}
+    out: dict[str, Any] = {}
+    for _, uuid, _, parent, root, resources, traits in sorted(rows.rows, key=itemgetter(1)):
+        names = trait_lists.get(id(traits))
+        if names is None:
+            names = trait_lists[id(traits)] = sorted(traits, key=trait_key)
+        arrived = tuple(resources)
+        order = rc_order.get(arrived)
+        if order is None:
+            order = rc_order[arrived] = tuple(sorted(arrived))
+        body = {}
+        for rc in order:
+            r = resources[rc]
+            pair = amounts.get(id(r))
+            if pair is None:
+                pair = amounts[id(r)] = {"capacity": r.capacity, "used": r.used}
+            body[rc] = pair
+        out[uuid] = {
+            "resources": body,
+            "traits": names,
+            "parent_provider_uuid": uuid_by_id[parent] if parent is not None else None,
+            "root_provider_uuid": uuid_by_id[root],
+        }
+    return out
+
+
+def placement_json(
+    requests: RequestRows, summaries: SummaryRows, trait_key: TraitKey | None = None
+) -> bytes:
+    """The JSON body of a whole answer from the search's compact rows, in one pass:
+    the content of :func:`render_rows` (traits in ``trait_key`` order, default by
+    name), written by orjson."""
+    return orjson.dumps(
+        {
+            "allocation_requests": _shared_requests(requests),
+            "provider_summaries": _shared_summaries(summaries, trait_key),
+        }
+    )
+
+
+def objects_json(
+    requests: Sequence[AllocationRequest],
+    summaries: Mapping[str, ProviderSummary],
+    trait_key: TraitKey | None = None,
+) -> bytes:
+    """The JSON body of a whole answer from the public objects (what
+    :func:`placement_json` writes from rows).
+
+    >>> objects_json((), {})
+    b'{"allocation_requests":[],"provider_summaries":{}}'
+    """
+    body = render_objects(requests, summaries)
+    if trait_key is not None:
+        for summary in body["provider_summaries"].values():
+            summary["traits"].sort(key=trait_key)
+    return orjson.dumps(body)
 
 
 def render_rows(requests: RequestRows, summaries: SummaryRows) -> dict[str, Any]:

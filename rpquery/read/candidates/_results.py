@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
@@ -410,3 +410,17 @@ class AllocationCandidates:
             with paused_gc():
                 return _render.render_rows(self._request_rows, self._summary_rows)
         return _render.render_objects(self.allocation_requests, self.provider_summaries)
+
+    def to_placement_json(self, *, trait_key: Callable[[str], Any] | None = None) -> bytes:
+        """:meth:`to_placement` as JSON bytes (UTF-8, no spaces), written in one pass
+        by orjson with shared parts, never through the dicts :meth:`to_placement`
+        returns: what an API sends. ``trait_key`` orders each summary's traits (default:
+        by name; Placement's API lists standard traits before custom ones).
+
+        >>> AllocationCandidates().to_placement_json()
+        b'{"allocation_requests":[],"provider_summaries":{}}'
+        """
+        if self._request_rows is not None and self._summary_rows is not None:
+            with paused_gc():
+                return _render.placement_json(self._request_rows, self._summary_rows, trait_key)
+        return _render.objects_json(self.allocation_requests, self.provider_summaries, trait_key)
