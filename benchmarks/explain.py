@@ -1,7 +1,7 @@
 """EXPLAIN every SELECT a scenario sends, and flag full scans of the big tables.
 
 The statements are captured with a :class:`~rpquery.db.Database` tracer while the
-scenario runs once, then re-sent with :func:`rpquery.store.dialects.explain_prefix`
+scenario runs once, then re-sent with :func:`rpquery.store.dialects.explain_sql`
 (PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)``, MariaDB ``ANALYZE FORMAT=JSON``, SQLite
 ``EXPLAIN QUERY PLAN``). A full scan of ``allocations``, ``inventories``,
 ``resource_provider_traits`` or ``rpq_provider_usages`` is flagged, naming the index
@@ -71,11 +71,11 @@ def explain_all(db: Database, statements: list[tuple[str, Any]]) -> list[Plan]:
     """The plan of each distinct captured statement, with its full-scan flags."""
     plans = []
     name = db.dialect_name
-    prefix = dialects.explain_prefix(name, analyze=name != "sqlite")
     unique = list({sql: (sql, params) for sql, params in statements}.values())
     with db.connect() as conn:
         for sql, params in unique:
-            rows = conn.exec_driver_sql(prefix + sql, params).all()
+            explain = dialects.explain_sql(name, sql, analyze=name != "sqlite")
+            rows = conn.exec_driver_sql(explain, params).all()
             text = _plan_text(name, rows)
             names = aliases(sql)
             scans = _scans(name, text, names)

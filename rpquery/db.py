@@ -277,13 +277,13 @@ class Database:
 
     def capture_selects(self, run: Callable[[], T]) -> tuple[T, list[tuple[str, Any]]]:
         """Run ``run()`` once; return its result and the ``(sql, params)`` of every
-        query it sent (``SELECT``/``WITH``), as the driver received them: the exact
-        statements, on this backend, with their values (``rpquery explain``, ``make
-        bench``'s EXPLAIN check)."""
+        query it sent (``SELECT``/``WITH``, also under MariaDB's ``SET STATEMENT ...
+        FOR``), as the driver received them: the exact statements, on this backend,
+        with their values (``rpquery explain``, ``make bench``'s EXPLAIN check)."""
         seen: list[tuple[str, Any]] = []
 
         def tracer(sql: str, params: Any) -> None:
-            if sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            if sql.lstrip().upper().startswith(("SELECT", "WITH", "SET STATEMENT")):
                 seen.append((sql, params))
 
         self.add_tracer(tracer)

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from rpquery.insight import _why_sql as why_sql
 from rpquery.read import _clauses as clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.providers import providers_stmt
@@ -193,3 +194,37 @@ def test_provider_list_statement(dialect: Dialect) -> None:
     assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_traits") == 1
     assert "rpa.resource_provider_id = rp.id" in text
     assert "ORDER BY rp.id" in text
+
+
+WHY_QUERY = "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU"
+
+
+def test_why_counted_statement_joins_inventories_then_trait_sets(dialect: Dialect) -> None:
+    g = parse_candidates(WHY_QUERY).groups[0]
+    text = sql(why_sql.counted_stmt(g, NAMES, 3, dialect.name), dialect)
+    # inventories first (the outer join keeps that order), the forbidden trait as one
+    # uncorrelated set per statement, not an EXISTS per row
+    assert "FROM inventories AS inv LEFT OUTER JOIN resource_providers AS rp" in text, text
+    assert re.search(
+        r"LEFT OUTER JOIN \(SELECT DISTINCT t0_rpt.resource_provider_id AS "
+        r"resource_provider_id FROM resource_provider_traits AS t0_rpt WHERE "
+        r"t0_rpt.trait_id IN \(.+?\)\) AS t0 ON t0.resource_provider_id = "
+        r"inv.resource_provider_id",
+        text,
+    ), text
+    assert "WHEN (t0.resource_provider_id IS NOT NULL)" in text
+    assert "EXISTS (SELECT 1 FROM resource_provider_traits AS rpt WHERE " in text  # bare hosts
+    windowed = "ROW_NUMBER() OVER (PARTITION BY h.verdict ORDER BY h.k)"
+    assert (windowed.lower() in text.lower()) == (dialect.name != "mysql"), text
+    assert not text.startswith("SET STATEMENT")  # MySQL proper: no such statement
+
+
+def test_why_counted_statement_on_mariadb_groups_with_hash_joins() -> None:
+    g = parse_candidates(WHY_QUERY).groups[0]
+    text = sql(why_sql.counted_stmt(g, NAMES, 3, "mysql"), mysql.dialect(is_mariadb=True))
+    assert text.startswith(
+        "SET STATEMENT join_cache_level = 4, join_buffer_size = 8388608 FOR WITH r AS ("
+    ), text
+    assert "GROUP_CONCAT(h.k ORDER BY h.k SEPARATOR ',' LIMIT 3)" in text
+    assert text.endswith("GROUP BY h.verdict, CASE WHEN (h.verdict = %s) THEN h.k END"), text
+    assert " OVER " not in text

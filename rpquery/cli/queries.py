@@ -316,12 +316,12 @@ class ExplainedStatement:
 
 def explain_statement(db: Database, sql: str, params: Any, *, analyze: bool) -> ExplainedStatement:
     """The backend's plan for one captured statement."""
-    from rpquery.store.dialects import explain_prefix
+    from rpquery.store.dialects import explain_sql
 
-    prefix = explain_prefix(db.dialect_name, analyze=analyze)
+    explain = explain_sql(db.dialect_name, sql, analyze=analyze)
     try:
         with db.connect() as conn:
-            result = conn.exec_driver_sql(prefix + sql, params)
+            result = conn.exec_driver_sql(explain, params)
             columns = tuple(result.keys())
             rows = tuple(tuple(row) for row in result)
     except DatabaseError as exc:

@@ -27,7 +27,7 @@ from typing import Any, cast
 from sqlalchemy import Select, Table, bindparam, exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql import ColumnElement
+from sqlalchemy.sql import ColumnElement, FromClause
 from sqlalchemy.sql.elements import BindParameter
 from sqlalchemy.sql.expression import FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
@@ -54,6 +54,7 @@ __all__ = [
     "column_collation",
     "exact_eq",
     "explain_prefix",
+    "explain_sql",
     "floor_int",
     "in_id_list",
     "indexes_deferred",
@@ -73,6 +74,7 @@ __all__ = [
     "refresh_after_bulk_load",
     "refresh_statistics",
     "sync_id_sequence",
+    "tally",
     "to_int",
     "triggers_suspended",
 ]
@@ -429,6 +431,42 @@ def missing_table(error: exc.DBAPIError) -> str | None:
 def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
     """The statement prefix that asks each backend for its plan."""
     return backend(dialect_name).explain_prefix(analyze=analyze)
+
+
+_SETTINGS = re.compile(r"\s*SET STATEMENT .*? FOR ", re.IGNORECASE | re.DOTALL)
+
+
+def explain_sql(dialect_name: str, sql: str, *, analyze: bool = False) -> str:
+    """``sql`` asking for its plan: :func:`explain_prefix` in front, or after MariaDB's
+    per-statement settings (``SET STATEMENT ... FOR``), which then apply to the plan.
+
+    >>> explain_sql("mysql", "SET STATEMENT join_cache_level = 4 FOR SELECT 1")
+    'SET STATEMENT join_cache_level = 4 FOR EXPLAIN SELECT 1'
+    """
+    settings = _SETTINGS.match(sql)
+    head = settings.group(0) if settings else ""
+    return head + explain_prefix(dialect_name, analyze=analyze) + sql[len(head) :]
+
+
+# ---------------------------------------------------------------- whole-cloud reports
+
+
+def tally(
+    dialect_name: str,
+    rows: FromClause,
+    by: str,
+    item: str,
+    largest: str,
+    *,
+    examples: int,
+    every: Any,
+) -> Select[Any]:
+    """Per value of ``rows.c[by]``: its row count, the largest ``rows.c[largest]`` and
+    the first ``examples`` values of ``rows.c[item]``; every row whose ``by`` is
+    ``every`` listed. Rows ``(by, item, count, largest)``: one per example (window
+    functions), or on MySQL/MariaDB one per value with the examples as text
+    (``"3,8,12"``; each row of ``every`` its own), run there with hash joins."""
+    return backend(dialect_name).tally(rows, by, item, largest, examples=examples, every=every)
 
 
 # ---------------------------------------------------------------- bulk loading

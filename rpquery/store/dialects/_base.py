@@ -13,8 +13,10 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+import sqlalchemy as sa
 from sqlalchemy import Select, Table
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.sql import FromClause
 from sqlalchemy.types import TypeEngine
 
 
@@ -85,6 +87,11 @@ class Backend(Protocol):
     def ratio_as_written(self, value: float) -> float: ...
     def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]: ...
 
+    # -- whole-cloud reports (rpquery.insight)
+    def tally(
+        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
+    ) -> Select[Any]: ...
+
 
 class OnConflictWrites:
     """The writes of a backend with ``INSERT ... ON CONFLICT`` (PostgreSQL, SQLite),
@@ -138,3 +145,26 @@ def nothing_suspended() -> Iterator[bool]:
 def nothing_deferred() -> Iterator[list[str]]:
     """:meth:`Backend.indexes_deferred` of a backend that defers no index."""
     yield []
+
+
+def windowed_tally(
+    rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
+) -> Select[Any]:
+    """:meth:`Backend.tally` with window functions (SQLite, PostgreSQL): one row per
+    example, ``(by, item, count, largest)``, the count and largest repeated::
+
+        SELECT by, item, cnt, mx FROM (SELECT by, item, COUNT(*) OVER w AS cnt,
+            MAX(largest) OVER w AS mx, ROW_NUMBER() OVER (w ORDER BY item) AS rn
+            FROM rows) WHERE rn <= :examples OR by = :every   -- w: PARTITION BY by
+    """
+    b, i = rows.c[by], rows.c[item]
+    f = sa.select(
+        b,
+        i,
+        sa.func.count().over(partition_by=b).label("cnt"),
+        sa.func.max(rows.c[largest]).over(partition_by=b).label("mx"),
+        sa.func.row_number().over(partition_by=b, order_by=i).label("rn"),
+    ).subquery("f")
+    return sa.select(f.c[by], f.c[item], f.c.cnt, f.c.mx).where(
+        sa.or_(f.c.rn <= examples, f.c[by] == every)
+    )

@@ -10,8 +10,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import Select, Table, event
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql import FromClause
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeEngine
 
 from rpquery.store.dialects._base import (
@@ -199,6 +203,60 @@ class MySQL:
         mariadb = getattr(dialect, "is_mariadb", False)
         collation = "utf8mb4_nopad_bin" if mariadb else "utf8mb4_0900_bin"
         return mysql_dialect.VARCHAR(length, charset="utf8mb4", collation=collation)
+
+    def tally(
+        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
+    ) -> Select[Any]:
+        # MariaDB's window functions cost several times the rest of such a statement
+        # (~350 ms of server CPU against ~65 at 5,000 hosts): one row per value instead,
+        # the examples as text ("3,8,12"), every row of `every` a group of its own
+        b, i = rows.c[by], rows.c[item]
+        return _HashJoined(
+            b,
+            # the limit as text, so that SQLAlchemy's compiled cache keys on it
+            first_ids(i, sa.literal_column(str(int(examples)))),
+            sa.func.count(),
+            sa.func.max(rows.c[largest]),
+        ).group_by(b, sa.case((b == every, i)))
+
+
+class first_ids(FunctionElement[str]):  # noqa: N801 - reads like SQL
+    """``GROUP_CONCAT(col ORDER BY col SEPARATOR ',' LIMIT n)``: a group's first ``n``
+    values as text (MariaDB 10.3+)."""
+
+    inherit_cache = True
+    type = sa.String()
+    name = "first_ids"
+
+
+@compiles(first_ids)
+def _first_ids(element: first_ids, compiler: Any, **kw: Any) -> str:
+    col, limit = (compiler.process(c, **kw) for c in element.clauses)
+    return f"GROUP_CONCAT({col} ORDER BY {col} SEPARATOR ',' LIMIT {limit})"
+
+
+#: Per-statement settings of a whole-cloud read on MariaDB: hash joins (``BNLH``; the
+#: default level 2 looks every provider and usage row up by primary key, ~10 ms more at
+#: 5,000 hosts) with a join buffer that holds them (the default 256 KiB is filled
+#: several times over; only what is needed is allocated).
+WHOLE_SCAN_SETTINGS = "join_cache_level = 4, join_buffer_size = 8388608"
+
+
+class _HashJoined(Select[Any]):
+    """A ``SELECT`` that MariaDB runs with :data:`WHOLE_SCAN_SETTINGS`
+    (``SET STATEMENT ... FOR SELECT ...``, for this statement only); plain elsewhere
+    (MySQL has hash joins of its own, and no ``SET STATEMENT``)."""
+
+    inherit_cache = True
+
+
+@compiles(_HashJoined, "mysql")
+def _hash_joined(element: _HashJoined, compiler: Any, **kw: Any) -> str:
+    toplevel = not compiler.stack
+    sql = str(compiler.visit_select(element, **kw))
+    if toplevel and compiler.dialect.is_mariadb:
+        return f"SET STATEMENT {WHOLE_SCAN_SETTINGS} FOR {sql}"
+    return sql
 
 
 def _float32(value: float) -> float:

@@ -8,12 +8,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, Unicode, exc, func, select
+from sqlalchemy import Select, Table, Unicode, exc, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.sql import FromClause
 from sqlalchemy.types import TypeEngine
 
-from rpquery.store.dialects._base import OnConflictWrites
+from rpquery.store.dialects._base import OnConflictWrites, windowed_tally
 
 
 class PostgreSQL(OnConflictWrites):
@@ -154,6 +155,11 @@ class PostgreSQL(OnConflictWrites):
 
     def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
         return Unicode(length)  # compares byte for byte already
+
+    def tally(
+        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
+    ) -> Select[Any]:
+        return windowed_tally(rows, by, item, largest, examples=examples, every=every)
 
 
 def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:

@@ -8,12 +8,18 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, Unicode, event, exc
+from sqlalchemy import Select, Table, Unicode, event, exc
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.sql import FromClause
 from sqlalchemy.types import TypeEngine
 
-from rpquery.store.dialects._base import OnConflictWrites, executemany_insert, nothing_deferred
+from rpquery.store.dialects._base import (
+    OnConflictWrites,
+    executemany_insert,
+    nothing_deferred,
+    windowed_tally,
+)
 
 
 class SQLite(OnConflictWrites):
@@ -109,6 +115,11 @@ class SQLite(OnConflictWrites):
 
     def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
         return Unicode(length)  # compares byte for byte already
+
+    def tally(
+        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
+    ) -> Select[Any]:
+        return windowed_tally(rows, by, item, largest, examples=examples, every=every)
 
 
 def _on_connect(dbapi_conn: Any, record: Any) -> None:
