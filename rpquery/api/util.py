@@ -30,6 +30,7 @@ __all__ = [
     "query",
     "query_params",
     "send_json",
+    "send_json_bytes",
     "set_location",
     "url",
     "validate",

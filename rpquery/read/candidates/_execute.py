@@ -471,16 +471,20 @@ def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
 
 
 def batches(limit: int | None) -> tuple[int | None, ...]:
-    """The anchor-root batches of a request: with ``limit``, first ``max(2 * limit, 20)``
-    roots, then (if too few candidates came of them) every root left; else one batch
-    of every root (``None``).
+    """The anchor-root batches of a request: with ``limit``, first ``max(min(2 * limit,
+    limit + 250), 20)`` roots, then (if too few candidates came of them) every root
+    left; else one batch of every root (``None``). The answer is the same whatever the
+    first batch's size (candidates are taken in root order, and a short batch is
+    followed by the rest); the margin only makes the second batch rare. A big ``limit``
+    gets 250 roots more, not twice as many: each root costs its *could serve* probes
+    and its rows (``limit=1000`` at 5,000 hosts, MariaDB: 288 → 175 ms).
 
-    >>> batches(3), batches(50), batches(None)
-    ((20, None), (100, None), (None,))
+    >>> batches(3), batches(50), batches(1000), batches(None)
+    ((20, None), (100, None), (1250, None), (None,))
     """
     if limit is None:
         return (None,)
-    return (max(2 * limit, 20), None)
+    return (max(min(2 * limit, limit + 250), 20), None)
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # types only: _results imports this module
     )
 
 __all__ = [
+    "objects_json",
     "placement_json",
     "render_objects",
     "render_request",
@@ -37,6 +38,8 @@ __all__ = [
     "render_summary",
     "render_summary_rows",
     "request_body",
+    "shared_summaries",
+    "summaries_from_columns",
     "summary_body",
 ]
 
@@ -187,7 +190,7 @@ def _shared_requests(rows: RequestRows) -> list[dict[str, Any]]:
     return out
 
 
-def _shared_summaries(rows: SummaryRows, trait_key: TraitKey | None) -> dict[str, Any]:
+def shared_summaries(rows: SummaryRows, trait_key: TraitKey | None) -> dict[str, Any]:
     """:func:`render_summary_rows` with shared parts: one trait list per trait set, one
     ``{"capacity", "used"}`` per (capacity, used) pair; traits in ``trait_key`` order
     (default: by name)."""
@@ -220,6 +223,76 @@ def _shared_summaries(rows: SummaryRows, trait_key: TraitKey | None) -> dict[str
     return out
 
 
+def summaries_from_columns(
+    inv_cols: Sequence[Sequence[Any]],
+    trait_cols: Sequence[Sequence[Any]],
+    rc_names: Mapping[int, str],
+    uuid_by_id: Mapping[int, str],
+    trait_key: TraitKey | None,
+) -> dict[str, Any]:
+    """:func:`shared_summaries` straight from the summary statements' columns (see
+    :meth:`~._results.SummaryRows.from_driver`), in one pass over the rows: each
+    provider's resources as (name, pair) items sorted once, one trait list per trait
+    set, one ``{"capacity", "used"}`` per (capacity, used) value.
+
+    >>> summaries_from_columns(
+    ...     ((1, 1, 2), ("u1", "u1", "u2"), ("a", "a", "b"), (None, None, 1), (1, 1, 1),
+    ...      (1, 0, None), (8.0, 4.0, None), (2, 0, None)),
+    ...     ((1, 1), ("B", "A")), {0: "VCPU", 1: "MEMORY_MB"}, {1: "u1", 2: "u2"}, None)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'u1': {'resources': {'MEMORY_MB': {'capacity': 8, 'used': 2},
+                          'VCPU': {'capacity': 4, 'used': 0}},
+            'traits': ['A', 'B'], 'parent_provider_uuid': None, 'root_provider_uuid': 'u1'},
+     'u2': {'resources': {}, 'traits': [], 'parent_provider_uuid': 'u1',
+            'root_provider_uuid': 'u1'}}
+    """
+    names_of: dict[int, list[str]] = {}
+    for rp, name in zip(*trait_cols, strict=True):
+        found = names_of.get(rp)
+        if found is None:
+            names_of[rp] = [name]
+        else:
+            found.append(name)
+    trait_lists: dict[frozenset[str], list[str]] = {}
+    traits_of: dict[int, list[str]] = {}
+    for rp, found in names_of.items():
+        key = frozenset(found)
+        listed = trait_lists.get(key)
+        if listed is None:
+            listed = trait_lists[key] = sorted(key, key=trait_key)
+        traits_of[rp] = listed
+    rp_col, uuid_col, _, parent_col, root_col, rc_col, cap_col, used_col = inv_cols
+    items_of: dict[int, list[tuple[str, dict[str, int]]]] = {}
+    head: dict[str, tuple[int, Any, int]] = {}
+    pairs: dict[tuple[Any, Any], dict[str, int]] = {}
+    rows = zip(rp_col, uuid_col, parent_col, root_col, rc_col, cap_col, used_col, strict=True)
+    for rp, uuid, parent, root, rc, capacity, used in rows:
+        items = items_of.get(rp)
+        if items is None:
+            items = items_of[rp] = []
+            head[uuid] = (rp, parent, root)
+        if rc is not None:
+            pair = pairs.get((capacity, used))
+            if pair is None:
+                # capacity is a float on every driver, SUM a Decimal on MySQL: int() both
+                pair = pairs[(capacity, used)] = {"capacity": int(capacity), "used": int(used)}
+            items.append((rc_names[rc], pair))
+    empty: list[str] = []
+    out: dict[str, Any] = {}
+    for uuid in sorted(head):
+        rp, parent, root = head[uuid]
+        items = items_of[rp]
+        if len(items) > 1:
+            items.sort(key=itemgetter(0))
+        out[uuid] = {
+            "resources": dict(items),
+            "traits": traits_of.get(rp, empty),
+            "parent_provider_uuid": uuid_by_id[parent] if parent is not None else None,
+            "root_provider_uuid": uuid_by_id[root],
+        }
+    return out
+
+
 def placement_json(
     requests: RequestRows, summaries: SummaryRows, trait_key: TraitKey | None = None
 ) -> bytes:
@@ -229,7 +302,7 @@ def placement_json(
     return orjson.dumps(
         {
             "allocation_requests": _shared_requests(requests),
-            "provider_summaries": _shared_summaries(summaries, trait_key),
+            "provider_summaries": summaries.placement_body(trait_key),
         }
     )
 

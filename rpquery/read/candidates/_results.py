@@ -303,6 +303,19 @@ class SummaryRows:
             self._raw = None
         return rows
 
+    def placement_body(self, trait_key: Callable[[str], Any] | None = None) -> dict[str, Any]:
+        """Placement's ``provider_summaries`` with shared parts, for the JSON body
+        (:func:`._render.placement_json`): straight from the columns as read when the
+        rows have not been shaped yet (one pass over them, no :data:`SummaryRow`),
+        else from the rows."""
+        raw = self._raw
+        if raw is None:
+            return _render.shared_summaries(self, trait_key)
+        inv_cols, trait_cols, rc_names = raw
+        return _render.summaries_from_columns(
+            inv_cols, trait_cols, rc_names, self.uuid_by_id, trait_key
+        )
+
     def build(self) -> dict[str, ProviderSummary]:
         """The public frozen summaries by uuid."""
         uuid_by_id = self.uuid_by_id
