@@ -4,8 +4,8 @@ Not collected by the test suite (its name does not start with ``test_``); the ru
 passes its configuration in the file named by ``RPQUERY_BENCH_CONFIG``. One cloud per
 (backend, size) is loaded into a scratch database (module-scoped fixture, so every
 scenario of that cloud runs before the next is loaded); read scenarios run first, then
-the optional Placement side-by-side, the HTTP view (benchmarks/http_view.py), then the
-write scenarios. Every outcome is appended
+the optional Placement side-by-side, the HTTP view (benchmarks/http_view.py), the split
+of big answers (benchmarks/split.py), then the write scenarios. Every outcome is appended
 to ``records.json`` in the output directory, which the report is built from.
 """
 
@@ -39,6 +39,8 @@ READS = [s.name for s in _selected if not s.writes]
 WRITES = [s.name for s in _selected if s.writes]
 #: The HTTP view (benchmarks/http_view.py) runs with every scenario or when selected.
 HTTP = not CONFIG.scenarios or "http" in CONFIG.scenarios
+#: The split of big answers (benchmarks/split.py), likewise.
+SPLIT = not CONFIG.scenarios or "split" in CONFIG.scenarios
 CLOUDS = [(b, h) for b in CONFIG.backends for h in CONFIG.sizes]
 
 
@@ -172,6 +174,13 @@ def test_http_view(cloud: Context) -> None:
     path = OUT / "records.json"
     earlier = json.loads(path.read_text()).get("placement", []) if path.exists() else []
     http_view.run(cloud, SCALE, _append, placement=CONFIG.placement, earlier=earlier)
+
+
+@pytest.mark.skipif(not SPLIT, reason="select it with --scenarios split")
+def test_split(cloud: Context) -> None:
+    from benchmarks import split
+
+    split.run(cloud, SCALE, _append)
 
 
 @pytest.mark.parametrize("name", WRITES)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import explain, http_view
+from benchmarks import explain, http_view, split
 from benchmarks.config import RunConfig
 
 Key = tuple[str, int, str]
@@ -65,6 +65,7 @@ def _records(out: Path) -> dict[str, Any]:
         "placement",
         "placement_writes",
         "http",
+        "split",
         "contention",
         "startup",
         "cluster",
@@ -431,6 +432,7 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
         md += ["", f"![rpquery vs Placement]({ratio_plot})"]
     md += ["", *_placement_writes_section(data["placement_writes"])]
     md += ["", *http_view.markdown(data["http"])]
+    md += ["", *split.markdown(data["split"])]
     md += ["", *_contention_section(data["contention"])]
     md += ["", *_startup_section(data["startup"])]
     md += ["", *_cluster_section(data["cluster"])]

@@ -10,6 +10,7 @@ pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
     python -m benchmarks.run --scale small --backends sqlite,postgresql
     python -m benchmarks.run --placement          # side by side with OpenStack Placement
     python -m benchmarks.run --placement --scenarios http   # the HTTP view alone
+    python -m benchmarks.run --scenarios split    # SQL, driver, build, render, body split
 
 After the timed scenarios come ``contention``, ``startup`` (one-off ``rpquery`` commands,
 each a fresh process: benchmarks/startup.py) and ``cluster``: claims/s on a 3-node
@@ -48,8 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         default="",
-        help="comma-separated names, 'http' (HTTP view), 'contention', 'startup', 'cluster' "
-        "(default: all)",
+        help="comma-separated names, 'http' (HTTP view), 'split' (where big answers' time "
+        "goes), 'contention', 'startup', 'cluster' (default: all)",
     )
     parser.add_argument(
         "--placement", action="store_true", help="side by side with OpenStack Placement"

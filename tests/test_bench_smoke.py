@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import explain, http_view, report, side_by_side, startup
+from benchmarks import explain, http_view, report, side_by_side, split, startup
 from benchmarks.config import RunConfig
 from benchmarks.scenarios import REGISTRY, Context, Scenario, claim_project, load_plugins
 from rpquery.db import Database
@@ -134,6 +134,15 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
         assert r["library_ms"] > 0 and r["wsgi_ms"] > 0 and r["serve_ms"] > 0
         assert "placement_http_ms" not in r and r["ratio_http"] is None
     assert "## HTTP view" in md and "**Targets**" in md
+    # the split of big answers: each phase timed, the statements' values counted, the
+    # body sent by the app (200) as big as the library's JSON body
+    split_rows = [(r["backend"], r["scenario"]) for r in data["split"]]
+    assert sorted(split_rows) == sorted((b, n) for b in backends for n in split.REQUESTS)
+    for r in data["split"]:
+        assert r["status"] == 200 and r["candidates"] > 0 and r["values_shipped"] > 0, r
+        assert r["library_ms"] > 0 and r["body_ms"] > 0 and r["wsgi_ms"] > 0, r
+        assert r["body_bytes"] > 0 and r["driver_cpu_ms"] >= 0 and r["sql_wait_ms"] >= 0
+    assert "## Split of big candidate answers" in md
 
     # Comparing the run with itself shows a 0 % change for every timed scenario.
     config = RunConfig.load(out / "config.json")
