@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from rpquery.db import Database
-from rpquery.read.candidates import AllocationCandidates, allocation_candidates
+from rpquery.read.candidates import AllocationCandidates, _render, allocation_candidates
 from tests.factories import allocate, provider
 
 AGG_S = "5a5a5a5a-0000-4000-8000-000000000001"
@@ -249,7 +249,7 @@ def test_compact_rendering_equals_the_public_objects(numa_pf: Database, query: s
         got.allocation_requests = ()  # type: ignore[misc]
 
 
-def _same_json(body: bytes, expected: dict[str, Any]) -> bool:
+def _same_json(body: bytes, expected: Any) -> bool:
     """Equal content and key order (``orjson.loads`` keeps the order written)."""
     return json.dumps(orjson.loads(body)) == json.dumps(expected)
 
@@ -273,6 +273,12 @@ def test_json_body_equals_to_placement(numa_pf: Database, query: str) -> None:
     assert _same_json(got.to_placement_json(), body)
     rebuilt = AllocationCandidates(got.allocation_requests, got.provider_summaries)
     assert _same_json(rebuilt.to_placement_json(), body)
+    # the requests' templates write what the dicts with shared parts (the fallback for a
+    # uuid that would need escaping) do
+    text = _render.requests_json(got._request_rows)  # type: ignore[arg-type]
+    assert text is not None
+    shared = orjson.dumps(_render._shared_requests(got._request_rows))  # type: ignore[arg-type]
+    assert _same_json(text.encode(), orjson.loads(shared))
 
     def custom_first(name: str) -> tuple[bool, str]:
         return not name.startswith("CUSTOM_"), name

@@ -13,6 +13,7 @@ render alike. Every dict and list returned is new: callers may mutate them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ __all__ = [
     "render_summary",
     "render_summary_rows",
     "request_body",
+    "requests_json",
     "shared_summaries",
     "summaries_from_columns",
     "summary_body",
@@ -190,6 +192,69 @@ def _shared_requests(rows: RequestRows) -> list[dict[str, Any]]:
     return out
 
 
+#: Strings JSON writes as they are between quotes (no quote, backslash or control
+#: character): provider uuids always are, so requests are written from templates.
+_PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
+
+
+def _braced(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _request_template(
+    allocs: Sequence[tuple[int, Any]],
+    maps: Sequence[tuple[str, Any]],
+    alloc_order: Sequence[int],
+    map_orders: Sequence[Sequence[int]],
+) -> str:
+    """One allocation request's JSON as a :meth:`str.format` template: ``{k}`` stands
+    for the uuid of pick ``k``; providers in ``alloc_order``, each suffix's providers in
+    its ``map_orders`` entry."""
+    allocations = ",".join(
+        f'"{{{allocs[i][0]}}}":'
+        + _braced(orjson.dumps({"resources": dict(allocs[i][1])}).decode())
+        for i in alloc_order
+    )
+    mappings = ",".join(
+        _braced(orjson.dumps(s).decode()) + ":[" + ",".join(f'"{{{k}}}"' for k in ks) + "]"
+        for (s, _), ks in zip(maps, map_orders, strict=True)
+    )
+    return '{{"allocations":{{' + allocations + '}},"mappings":{{' + mappings + "}}}}"
+
+
+def requests_json(rows: RequestRows) -> str | None:
+    """Placement's ``allocation_requests`` as JSON text, written from one template per
+    layout (and order of its providers' uuids): per candidate one ``str.format`` of its
+    uuids, no dicts. ``None`` when a uuid would need escaping (then
+    :func:`_shared_requests` serves)."""
+    if not _PLAIN.fullmatch("".join(rows.uuid_by_id.values())):
+        return None
+    out: list[str] = []
+    append = out.append
+    simple: dict[int, str] = {}
+    general: dict[tuple[object, ...], str] = {}
+    for _c, picks, uu, allocs, maps in rows.laid_out():
+        template = simple.get(id(allocs))  # a layout's allocs tuple lives as long as rows
+        if template is None:
+            if len(allocs) == 1 and all(len(ks) == 1 for _, ks in maps):
+                orders = [ks for _, ks in maps]
+                template = simple[id(allocs)] = _request_template(allocs, maps, (0,), orders)
+            else:
+                alloc_order = tuple(sorted(range(len(allocs)), key=lambda i: uu[allocs[i][0]]))
+                map_orders = tuple(
+                    ks if len(ks) == 1 else tuple(sorted(ks, key=picks.__getitem__))
+                    for _, ks in maps
+                )
+                key = (id(allocs), alloc_order, map_orders)
+                template = general.get(key)
+                if template is None:
+                    template = general[key] = _request_template(
+                        allocs, maps, alloc_order, map_orders
+                    )
+        append(template.format(*uu))
+    return "[" + ",".join(out) + "]"
+
+
 def shared_summaries(rows: SummaryRows, trait_key: TraitKey | None) -> dict[str, Any]:
     """:func:`render_summary_rows` with shared parts: one trait list per trait set, one
     ``{"capacity", "used"}`` per (capacity, used) pair; traits in ``trait_key`` order
@@ -299,9 +364,12 @@ def placement_json(
     """The JSON body of a whole answer from the search's compact rows, in one pass:
     the content of :func:`render_rows` (traits in ``trait_key`` order, default by
     name), written by orjson."""
+    text = requests_json(requests)
     return orjson.dumps(
         {
-            "allocation_requests": _shared_requests(requests),
+            "allocation_requests": _shared_requests(requests)
+            if text is None
+            else orjson.Fragment(text),
             "provider_summaries": summaries.placement_body(trait_key),
         }
     )
