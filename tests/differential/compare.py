@@ -47,7 +47,12 @@ def rpquery_answer(db: Database, q: Query) -> Answer:
 
 def _ask(db: Database, q: Query) -> Any:
     if q.kind == "candidates":
-        return allocation_candidates(db, q.query).to_placement()
+        answer = allocation_candidates(db, q.query)
+        body = answer.to_placement()
+        # the API sends the one-pass JSON body: it must say what the dicts say
+        if json.loads(answer.to_placement_json()) != body:
+            raise AssertionError("to_placement_json() differs from to_placement()")
+        return body
     if q.kind == "providers":
         return to_placement(list_providers(db, q.query))
     params = dict(q.pairs)
