@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import falcon
 import jsonschema
+import orjson
 from falcon.uri import parse_query_string
 
 from rpquery.api.context import RequestContext
@@ -22,6 +23,7 @@ from rpquery.api.errors import ApiError
 __all__ = [
     "JSON",
     "ctx",
+    "dump_json",
     "empty",
     "is_uuid_like",
     "is_valid",
@@ -128,9 +130,24 @@ def send_json(
     ``last-modified`` (``last_modified`` or now) headers."""
     resp.status = status
     resp.content_type = JSON
-    resp.data = json.dumps(body).encode()
+    resp.data = dump_json(body)
     if cache:
         no_cache(req, resp, last_modified)
+
+
+def dump_json(body: Any) -> bytes:
+    """``body`` as JSON bytes: orjson (a C encoder: the provider list's 2.5 MB body at
+    5,000 hosts cost ~100 ms in ``json.dumps``), or ``json.dumps`` for what orjson does
+    not write (a key that is not a string, an integer beyond 64 bits). The same content
+    either way; orjson writes no spaces and non-ASCII characters as UTF-8.
+
+    >>> dump_json({"a": [1, "é"]}), dump_json({1: 2})
+    (b'{"a":[1,"\xc3\xa9"]}', b'{"1": 2}')
+    """
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body).encode()
 
 
 def send_json_bytes(
