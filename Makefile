@@ -24,7 +24,7 @@ GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py te
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -89,6 +89,9 @@ bench-cluster: $(STAMP) ## Claims/s on a 3-node Galera cluster (1/8/16 writers, 
 
 bench-startup: $(STAMP) ## Start-up: rpquery --help and one-off queries on a small SQLite cloud, each a fresh process (median of 21; wall and CPU)
 	$(BIN)/python -m benchmarks.startup
+
+bench-shapes: $(STAMP) ## Never-seen requests: random candidates request shapes on a 100-host cloud per BENCH_BACKENDS, first ask and repeat (median, p90)
+	$(BIN)/python -m benchmarks.shapes --backends $(BENCH_BACKENDS)
 
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads and claims/s (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement

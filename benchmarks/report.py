@@ -68,6 +68,7 @@ def _records(out: Path) -> dict[str, Any]:
         "split",
         "contention",
         "startup",
+        "shapes",
         "cluster",
     )
     for kind in kinds:
@@ -435,6 +436,7 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
     md += ["", *split.markdown(data["split"])]
     md += ["", *_contention_section(data["contention"])]
     md += ["", *_startup_section(data["startup"])]
+    md += ["", *_shapes_section(data["shapes"])]
     md += ["", *_cluster_section(data["cluster"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
@@ -473,6 +475,23 @@ def _startup_section(rows: list[dict[str, Any]]) -> list[str]:
         f"One-off commands, each a fresh process, median of {rows[0]['runs']} runs "
         f"(benchmarks/startup.py); the queries on a SQLite cloud of {rows[0]['hosts']} hosts. "
         "CPU is user + system time of the process; the wall clock follows the machine's load.",
+        "",
+        *markdown(rows),
+    ]
+    return md
+
+
+def _shapes_section(rows: list[dict[str, Any]]) -> list[str]:
+    from benchmarks.shapes import markdown
+
+    md = ["## Never-seen request shapes", ""]
+    if not rows:
+        return [*md, "Not run (select it with `--scenarios shapes`)."]
+    md += [
+        f"Random allocation-candidates requests on a {rows[0]['hosts']}-host cloud, each "
+        "backend in a fresh process (benchmarks/shapes.py): each request asked once (the "
+        "first ask: what a request never seen before costs), then again (the repeat). A "
+        "first ask that compiled a statement met a statement shape nothing before it had.",
         "",
         *markdown(rows),
     ]

@@ -13,7 +13,8 @@ pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
     python -m benchmarks.run --scenarios split    # SQL, driver, build, render, body split
 
 After the timed scenarios come ``contention``, ``startup`` (one-off ``rpquery`` commands,
-each a fresh process: benchmarks/startup.py) and ``cluster``: claims/s on a 3-node
+each a fresh process: benchmarks/startup.py), ``shapes`` (random never-seen candidates
+requests on a 100-host cloud: benchmarks/shapes.py) and ``cluster``: claims/s on a 3-node
 Galera cluster (1/8/16 writers, one node vs three; when ``mysql`` is benchmarked) and
 candidates latency on a PostgreSQL hot standby vs its primary (when ``postgresql`` is),
 each cluster started on loopback for the run (benchmarks/cluster.py; root and the
@@ -50,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--scenarios",
         default="",
         help="comma-separated names, 'http' (HTTP view), 'split' (where big answers' time "
-        "goes), 'contention', 'startup', 'cluster' (default: all)",
+        "goes), 'contention', 'startup', 'shapes', 'cluster' (default: all)",
     )
     parser.add_argument(
         "--placement", action="store_true", help="side by side with OpenStack Placement"
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         _run_contention(config, out)
     if not config.scenarios or "startup" in config.scenarios:
         _run_startup(config, out)
+    if not config.scenarios or "shapes" in config.scenarios:
+        _run_shapes(config, out)
     if not config.scenarios or "cluster" in config.scenarios:
         _run_cluster(wanted, args.scale, out, skip="--no-cluster" if args.no_cluster else "")
     baseline = args.baseline or report.find_baseline(RESULTS, out, args.scale)
@@ -137,6 +140,16 @@ def _run_startup(config: RunConfig, out: Path) -> None:
     runs = startup.RUNS_AT_SCALE[config.scale]
     print(f"startup: median of {runs} runs per command", file=sys.stderr)
     report.add_records(out, "startup", startup.run(runs))
+
+
+def _run_shapes(config: RunConfig, out: Path) -> None:
+    """The ``shapes`` scenario (benchmarks/shapes.py): random never-seen candidates requests
+    on a 100-host cloud per backend, each backend in a fresh process; to records.json."""
+    from benchmarks import shapes
+
+    n = shapes.REQUESTS_AT_SCALE[config.scale]
+    print(f"shapes: {n} random requests per backend on {shapes.HOSTS} hosts", file=sys.stderr)
+    report.add_records(out, "shapes", shapes.run(config.backends, n, config.seed))
 
 
 #: Seconds per Galera writer cell and candidates requests per replica row, per scale.

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from benchmarks import explain, http_view, report, side_by_side, split, startup
+from benchmarks import explain, http_view, report, shapes, side_by_side, split, startup
 from benchmarks.config import RunConfig
 from benchmarks.scenarios import REGISTRY, Context, Scenario, claim_project, load_plugins
 from rpquery.db import Database
 from rpquery.generator import CloudSpec, load_cloud
+from rpquery.read.request import parse_candidates
 from rpquery.usage.reads import project_usages
 from rpquery.usage.summary import verify_usage_summary
 from tests.conftest import ALL_BACKENDS, IN_CI, selected_backends
@@ -112,6 +113,14 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
     assert all(r["runs"] == 3 and r["cpu_median_s"] > 0 for r in data["startup"])
     assert all(r["wall_min_s"] <= r["wall_median_s"] <= r["wall_max_s"] for r in data["startup"])
     assert "## Start-up" in md and "Target (issue 18)" in md
+    # the shapes scenario: random never-seen requests on 100 hosts, per backend
+    assert [r["backend"] for r in data["shapes"]] == backends
+    for r in data["shapes"]:
+        assert r["hosts"] == shapes.HOSTS and r["refused"] == 0
+        assert r["requests"] == shapes.REQUESTS_AT_SCALE["tiny"]
+        assert r["first_median_ms"] > 0 and r["repeat_median_ms"] > 0
+        assert 0 < r["compiled"] <= r["requests"]
+    assert "## Never-seen request shapes" in md
     # --no-cluster leaves out the cluster of each benchmarked server backend; a cluster
     # whose backend is not benchmarked (SQLite only: make test-fast) says that instead
     assert "## Clusters" in md
@@ -149,6 +158,21 @@ def test_tiny_bench_runs_every_scenario_on_every_backend(servers, tmp_path: Path
     report.build(out, config, {}, out / "results.json")
     again = json.loads((out / "results.json").read_text())["results"]
     assert all(r["change_pct"] == 0.0 for r in again if r["status"] == "ok")
+
+
+def test_random_shapes_are_distinct_valid_and_drawn_from_the_seed() -> None:
+    aggs = ["11111111-2222-4333-8444-55555555555" + str(i) for i in range(3)]
+    drawn = shapes.requests(7, 300, aggs)
+    assert drawn == shapes.requests(7, 300, aggs) != shapes.requests(8, 300, aggs)
+    assert len(set(drawn)) == 300
+    parsed = [parse_candidates(qs) for qs in drawn]  # none refused
+    # every feature the scenario is meant to vary shows up
+    groups = [g for req in parsed for g in req.groups]
+    assert {len(req.groups) for req in parsed} >= {1, 2, 3, 4}
+    assert any(g.forbidden for g in groups) and any(len(s) > 1 for g in groups for s in g.required)
+    assert any(g.member_of for g in groups) and any(g.forbidden_aggs for g in groups)
+    assert any(not g.resources for g in groups) and any(req.same_subtree for req in parsed)
+    assert any(req.limit for req in parsed) and any(req.root_required for req in parsed)
 
 
 def test_a_scenario_whose_module_has_not_landed_is_not_available() -> None:
