@@ -35,6 +35,48 @@ from rpquery.store.tables import (
 Col = ColumnElement[int]
 #: Ids given as a list or as an expanding bind parameter (so a statement can be reused).
 Ids = Sequence[int] | BindParameter[Any]
+#: An amount given as a value or as a bind parameter (values bound at execution).
+Amount = int | BindParameter[Any]
+#: Aggregate uuids given as a collection or as an expanding bind parameter.
+Uuids = Collection[str] | BindParameter[Any]
+
+
+# Aliases are immutable and every builder may share them: made once, their column
+# collections are not rebuilt for every statement (most of a new statement's cost).
+_PU_ROW = provider_usages.alias("pu")
+_PU_JOIN = provider_usages.alias("pu")
+_RPT = resource_provider_traits.alias("rpt")
+_RPA = resource_provider_aggregates.alias("rpa")
+_PA = placement_aggregates.alias("pa")
+_RPM = resource_provider_aggregates.alias("rpm")
+_PAM = placement_aggregates.alias("pam")
+_TREE = resource_providers.alias("tree")
+
+
+class Binds:
+    """Where a builder takes a request's values from, by name: ``Binds(values)`` puts
+    them into the statement (built for one request), ``Binds()`` puts bind parameters of
+    the same names instead, so that one statement serves every request of its shape, the
+    values given at execution (``conn.execute(stmt, values)``).
+
+    >>> Binds({"n": 3}).value("n"), Binds().value("n")
+    (3, BindParameter('n', None, type_=Integer()))
+    """
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        self.values = values
+
+    def value(self, name: str, type_: Any = sa.Integer) -> Any:
+        """One value (an ``int`` amount or id, a uuid with ``type_=sa.String``)."""
+        if self.values is not None:
+            return self.values[name]
+        return sa.bindparam(name, type_=type_)
+
+    def many(self, name: str) -> Any:
+        """A list for an ``IN`` (its type is the column's)."""
+        if self.values is not None:
+            return self.values[name]
+        return sa.bindparam(name, expanding=True)
 
 
 def ids_param(name: str, *, literal: bool = False) -> BindParameter[Any]:
@@ -44,9 +86,13 @@ def ids_param(name: str, *, literal: bool = False) -> BindParameter[Any]:
     return sa.bindparam(name, expanding=True, literal_execute=literal)
 
 
-def id_list(values: Ids | Sequence[str]) -> Any:
+def id_list(values: Collection[int] | Ids | Uuids) -> Any:
     """The values of an ``IN``: an expanding parameter as is, a list sorted (stable SQL)."""
     return values if isinstance(values, BindParameter) else sorted(values)
+
+
+def _amount(amount: Amount) -> ColumnElement[int]:
+    return amount if isinstance(amount, BindParameter) else sa.literal(amount, sa.Integer)
 
 
 def _exists(own: Sequence[FromClause], *where: ColumnElement[bool]) -> ColumnElement[bool]:
@@ -62,7 +108,7 @@ def usage_subquery(rp_id: Col, rc_id: Col) -> ColumnElement[int]:
     ``COALESCE((SELECT pu.used FROM rpq_provider_usages pu
     WHERE pu.resource_provider_id = :rp AND pu.resource_class_id = :rc), 0)``
     """
-    pu = provider_usages.alias("pu")
+    pu = _PU_ROW
     stored = (
         sa.select(pu.c.used)
         .where(pu.c.resource_provider_id == rp_id, pu.c.resource_class_id == rc_id)
@@ -76,7 +122,7 @@ def join_usage(joined: FromClause, inv: FromClause) -> tuple[FromClause, ColumnE
     """``joined LEFT JOIN rpq_provider_usages pu ON (pu.rp, pu.rc) = (inv.rp, inv.rc)``
     and the usage column ``COALESCE(pu.used, 0)``: one row per inventory, whatever
     the number of allocations (no ``GROUP BY`` over ``allocations``)."""
-    pu = provider_usages.alias("pu")
+    pu = _PU_JOIN
     on = sa.and_(
         pu.c.resource_provider_id == inv.c.resource_provider_id,
         pu.c.resource_class_id == inv.c.resource_class_id,
@@ -89,7 +135,9 @@ def capacity(inv: FromClause) -> ColumnElement[float]:
     return dialects.capacity_expr(inv.c.total, inv.c.reserved, inv.c.allocation_ratio)
 
 
-def capacity_fits(inv: FromClause, amount: int, used: ColumnElement[int]) -> ColumnElement[bool]:
+def capacity_fits(
+    inv: FromClause, amount: Amount, used: ColumnElement[int]
+) -> ColumnElement[bool]:
     """``amount`` more units fit this inventory row.
 
     ``used + :amount <= (total - reserved) * allocation_ratio AND min_unit <= :amount
@@ -98,16 +146,16 @@ def capacity_fits(inv: FromClause, amount: int, used: ColumnElement[int]) -> Col
     return sa.and_(has_room(inv, amount, used), unit_allows(inv, amount))
 
 
-def has_room(inv: FromClause, amount: int, used: ColumnElement[int]) -> ColumnElement[bool]:
+def has_room(inv: FromClause, amount: Amount, used: ColumnElement[int]) -> ColumnElement[bool]:
     """``used + :amount <= (total - reserved) * allocation_ratio`` (the capacity half of
     :func:`capacity_fits`)."""
-    return used + sa.literal(amount, sa.Integer) <= capacity(inv)
+    return used + _amount(amount) <= capacity(inv)
 
 
-def unit_allows(inv: FromClause, amount: int) -> ColumnElement[bool]:
+def unit_allows(inv: FromClause, amount: Amount) -> ColumnElement[bool]:
     """``min_unit <= :amount AND max_unit >= :amount AND (step_size = 1 OR
     MOD(:amount, step_size) = 0)`` (the unit half of :func:`capacity_fits`)."""
-    amt = sa.literal(amount, sa.Integer)
+    amt = _amount(amount)
     return sa.and_(
         inv.c.min_unit <= amt,
         inv.c.max_unit >= amt,
@@ -127,46 +175,44 @@ def has_all_traits(rp_id: Col, trait_ids: Iterable[int]) -> ColumnElement[bool]:
     return sa.and_(sa.true(), *(has_trait(rp_id, t) for t in sorted(trait_ids)))
 
 
-def has_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[bool]:
+def has_any_trait(rp_id: Col, trait_ids: Collection[int] | Ids) -> ColumnElement[bool]:
     """``EXISTS (SELECT 1 FROM resource_provider_traits rpt
     WHERE rpt.resource_provider_id = :rp AND rpt.trait_id IN (:ids))``"""
-    rpt = resource_provider_traits.alias("rpt")
+    rpt = _RPT
     return _exists(
-        [rpt], rpt.c.resource_provider_id == rp_id, rpt.c.trait_id.in_(sorted(trait_ids))
+        [rpt], rpt.c.resource_provider_id == rp_id, rpt.c.trait_id.in_(id_list(trait_ids))
     )
 
 
-def lacks_any_trait(rp_id: Col, trait_ids: Collection[int]) -> ColumnElement[bool]:
+def lacks_any_trait(rp_id: Col, trait_ids: Collection[int] | Ids) -> ColumnElement[bool]:
     """Forbidden traits: ``NOT EXISTS (SELECT 1 FROM resource_provider_traits rpt
     WHERE rpt.resource_provider_id = :rp AND rpt.trait_id IN (:ids))``"""
     return sa.not_(has_any_trait(rp_id, trait_ids))
 
 
-def _agg_member(rp_id: Col, agg_uuids: Collection[str]) -> ColumnElement[bool]:
-    rpa = resource_provider_aggregates.alias("rpa")
-    pa = placement_aggregates.alias("pa")
+def _agg_member(rp_id: Col, agg_uuids: Uuids) -> ColumnElement[bool]:
+    rpa, pa = _RPA, _PA
     return _exists(
         [rpa, pa],
         rpa.c.aggregate_id == pa.c.id,
-        pa.c.uuid.in_(sorted(agg_uuids)),
+        pa.c.uuid.in_(id_list(agg_uuids)),
         rpa.c.resource_provider_id == rp_id,
     )
 
 
-def _members(agg_uuids: Collection[str]) -> Select:
+def _members(agg_uuids: Uuids) -> Select:
     """Uncorrelated ``SELECT rpm.resource_provider_id FROM resource_provider_aggregates
     rpm JOIN placement_aggregates pam ... WHERE pam.uuid IN (:aggs)``."""
-    rpa = resource_provider_aggregates.alias("rpm")
-    pa = placement_aggregates.alias("pam")
+    rpa, pa = _RPM, _PAM
     return (
         sa.select(rpa.c.resource_provider_id)
         .join(pa, pa.c.id == rpa.c.aggregate_id)
-        .where(pa.c.uuid.in_(sorted(agg_uuids)))
+        .where(pa.c.uuid.in_(id_list(agg_uuids)))
     )
 
 
 def in_every_aggregate_set(
-    rp_id: Col, member_of: Sequence[Collection[str]], root_id: Col | None = None
+    rp_id: Col, member_of: Sequence[Uuids], root_id: Col | None = None
 ) -> ColumnElement[bool]:
     """Repeated ``member_of`` (an AND of any-of sets), as Placement applies it.
 
@@ -192,7 +238,7 @@ def in_every_aggregate_set(
 
 
 def not_in_aggregates(
-    rp_id: Col, agg_uuids: Collection[str], root_id: Col | None = None
+    rp_id: Col, agg_uuids: Uuids, root_id: Col | None = None
 ) -> ColumnElement[bool]:
     """Forbidden aggregates: ``NOT EXISTS (... = :rp) [AND NOT EXISTS (... = :root)]``,
     each an anti-join a planner can hash. ``root_id`` only for the unsuffixed group of
@@ -202,9 +248,9 @@ def not_in_aggregates(
     return sa.and_(*(sa.not_(_agg_member(col, agg_uuids)) for col in cols))
 
 
-def in_tree(root_id: Col, tree_uuid: str) -> ColumnElement[bool]:
+def in_tree(root_id: Col, tree_uuid: str | BindParameter[Any]) -> ColumnElement[bool]:
     """``root_id = (SELECT root_provider_id FROM resource_providers WHERE uuid = :u)``"""
-    t = resource_providers.alias("tree")
+    t = _TREE
     return (
         root_id == sa.select(t.c.root_provider_id).where(t.c.uuid == tree_uuid).scalar_subquery()
     )

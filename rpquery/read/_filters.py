@@ -1,13 +1,108 @@
 """The per-provider filters of a request group, shared by allocation candidates
-(:mod:`rpquery.read.candidates`) and provider lists (:mod:`rpquery.read.providers`)."""
+(:mod:`rpquery.read.candidates`) and provider lists (:mod:`rpquery.read.providers`).
+
+A group's filters have a *shape* (:class:`FilterShape`: which filters, how many sets)
+and *values* (trait ids, aggregate uuids, a tree's uuid), named after the shape's
+``prefix``. :func:`shape_filters` builds the clauses of a shape with the values in
+(``Binds(values)``) or as bind parameters (``Binds()``), so a statement built once
+serves every group of the same shape:
+
+>>> from rpquery.read.request import RequestGroup
+>>> g = RequestGroup(resources={"VCPU": 1}, forbidden=frozenset({"CUSTOM_GPU"}))
+>>> shape, values = filter_shape(g, Names(trait_ids={"CUSTOM_GPU": 7}), "g_")
+>>> shape, values
+(FilterShape(prefix='g_', forbidden=True, required=0, member_of=0, forbidden_aggs=False, \
+in_tree=False), {'g_forbidden': [7]})
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, FromClause
 
 from rpquery.read import _clauses as clauses
+from rpquery.read._clauses import Binds
 from rpquery.read._names import Names
 from rpquery.read.request import RequestGroup
+
+
+@dataclass(frozen=True)
+class FilterShape:
+    """Which filters a group has (the values are bound by name: ``prefix`` + field,
+    ``required0``, ``member_of1``...): the part of a statement's cache key the
+    group's filters make."""
+
+    prefix: str
+    forbidden: bool
+    required: int
+    member_of: int
+    forbidden_aggs: bool
+    in_tree: bool
+
+    def name(self, field: str, i: int | None = None) -> str:
+        return f"{self.prefix}{field}{'' if i is None else i}"
+
+
+def filter_shape(
+    group: RequestGroup, names: Names, prefix: str
+) -> tuple[FilterShape, dict[str, Any]]:
+    """The shape of ``group``'s filters and their values, named with ``prefix``.
+    Unknown forbidden traits drop out (no clause), as :meth:`Names.traits` does."""
+    forbidden = names.traits(group.forbidden)
+    shape = FilterShape(
+        prefix,
+        forbidden=bool(forbidden),
+        required=len(group.required),
+        member_of=len(group.member_of),
+        forbidden_aggs=bool(group.forbidden_aggs),
+        in_tree=group.in_tree is not None,
+    )
+    values: dict[str, Any] = {}
+    if forbidden:
+        values[shape.name("forbidden")] = forbidden
+    for i, s in enumerate(group.required):
+        values[shape.name("required", i)] = names.traits(s)
+    for i, aggs in enumerate(group.member_of):
+        values[shape.name("member_of", i)] = sorted(aggs)
+    if group.forbidden_aggs:
+        values[shape.name("forbidden_aggs")] = sorted(group.forbidden_aggs)
+    if group.in_tree is not None:
+        values[shape.name("in_tree")] = group.in_tree
+    return shape, values
+
+
+def shape_filters(
+    shape: FilterShape,
+    binds: Binds,
+    rp: FromClause,
+    *,
+    with_required: bool,
+    root_covers: bool,
+) -> list[ColumnElement[bool]]:
+    """The clauses of :func:`provider_filters` for a group of ``shape``, its values
+    taken from ``binds``."""
+    out: list[ColumnElement[bool]] = []
+    if shape.forbidden:
+        out.append(clauses.lacks_any_trait(rp.c.id, binds.many(shape.name("forbidden"))))
+    if with_required:
+        out.extend(
+            clauses.has_any_trait(rp.c.id, binds.many(shape.name("required", i)))
+            for i in range(shape.required)
+        )
+    root = rp.c.root_provider_id if root_covers else None
+    if shape.member_of:
+        sets = [binds.many(shape.name("member_of", i)) for i in range(shape.member_of)]
+        out.append(clauses.in_every_aggregate_set(rp.c.id, sets, root))
+    if shape.forbidden_aggs:
+        aggs = binds.many(shape.name("forbidden_aggs"))
+        out.append(clauses.not_in_aggregates(rp.c.id, aggs, root))
+    if shape.in_tree:
+        tree = binds.value(shape.name("in_tree"), sa.String)
+        out.append(clauses.in_tree(rp.c.root_provider_id, tree))
+    return out
 
 
 def provider_filters(
@@ -30,19 +125,9 @@ def provider_filters(
     provider's own aggregates count.
     ``None``: as allocation candidates do, ``root_covers`` for the unsuffixed group only.
     """
-    out: list[ColumnElement[bool]] = []
-    forbidden = names.traits(group.forbidden)
-    if forbidden:
-        out.append(clauses.lacks_any_trait(rp.c.id, forbidden))
-    if with_required:
-        out.extend(clauses.has_any_trait(rp.c.id, names.traits(s)) for s in group.required)
+    shape, values = filter_shape(group, names, "")
     if root_covers is None:
         root_covers = not group.is_granular
-    root = rp.c.root_provider_id if root_covers else None
-    if group.member_of:
-        out.append(clauses.in_every_aggregate_set(rp.c.id, group.member_of, root))
-    if group.forbidden_aggs:
-        out.append(clauses.not_in_aggregates(rp.c.id, group.forbidden_aggs, root))
-    if group.in_tree is not None:
-        out.append(clauses.in_tree(rp.c.root_provider_id, group.in_tree))
-    return out
+    return shape_filters(
+        shape, Binds(values), rp, with_required=with_required, root_covers=root_covers
+    )

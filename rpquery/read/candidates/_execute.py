@@ -17,10 +17,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql import ColumnElement, Executable, FromClause
+from sqlalchemy.sql import ColumnElement, Executable
 
 from rpquery.policies.base import HostPolicy
-from rpquery.read._clauses import Ids, ids_param
+from rpquery.read._clauses import Binds, Ids, ids_param
+from rpquery.read._filters import FilterShape, filter_shape
 from rpquery.read._names import resolve_names
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
@@ -80,51 +81,97 @@ class Roots:
     exhausted: bool
 
 
-def _roots_query(
+@dataclass(frozen=True)
+class RootsShape:
+    """What the anchor-roots statement depends on besides its values (the cache key of
+    :func:`roots_template`): how many ``root_required`` traits, whether any
+    forbidden, one :class:`~rpquery.read.candidates._sql.GroupShape` per *could serve*
+    test (``s0_``, ``s1_``... values), a ``LIMIT`` (``batch_limit``), random order,
+    excluded roots (``exclude_ids``)."""
+
+    required: int
+    forbidden: bool
+    serve: tuple[q.GroupShape, ...]
+    limited: bool
+    randomize: bool
+    exclude: bool
+
+
+def roots_shape(
     req: CandidatesRequest,
     names: q.Names,
-    policy_clauses: Sequence[ColumnElement[bool]],
-    root: FromClause,
     batch_limit: int | None,
     exclude: bool,
     shared_rcs: frozenset[int] = frozenset(),
-) -> sa.Select | None:
-    serve: list[ColumnElement[bool]] = []
+) -> tuple[RootsShape, dict[str, Any]]:
+    """The shape of ``req``'s anchor-roots statement and its values."""
+    values: dict[str, Any] = {}
+    serve: list[q.GroupShape] = []
     if batch_limit is not None:
         tests: dict[tuple[tuple[object, ...], str, int], RequestGroup] = {}
         for g in req.groups:  # identical groups need one test, not one each
             for rc, amount in sorted(g.resources.items()):
                 if names.rc_ids[rc] not in shared_rcs:
                     tests.setdefault((filters_key(g), rc, amount), g)
-        serve = [
-            q.could_serve(g, rc, amount, names, root.c.id) for (_, rc, amount), g in tests.items()
-        ]
+        # in a canonical order: the same tests in another order are the same statement
+        for i, ((_, rc, amount), g) in enumerate(sorted(tests.items(), key=_test_order)):
+            test, test_values = q.group_shape(g, names, f"s{i}_", [(rc, amount)])
+            serve.append(test)
+            values.update(test_values)
+        values["batch_limit"] = batch_limit
     required, forbidden = names.traits(req.root_required), names.traits(req.root_forbidden)
-    if batch_limit is None and not (policy_clauses or required or forbidden or exclude):
+    for i, trait in enumerate(required):
+        values[f"root_required{i}"] = [trait]
+    if forbidden:
+        values["root_forbidden"] = forbidden
+    shape = RootsShape(
+        len(required),
+        bool(forbidden),
+        tuple(serve),
+        batch_limit is not None,
+        req.randomize,
+        exclude,
+    )
+    return shape, values
+
+
+def _test_order(item: tuple[tuple[tuple[object, ...], str, int], RequestGroup]) -> tuple[Any, ...]:
+    """Orders *could serve* tests by their shape alone (then class name, for a stable
+    order of tests of equal shape)."""
+    (_, rc, _amount), g = item
+    shape = (g.is_granular, bool(g.forbidden), len(g.required), len(g.member_of))
+    return (*shape, bool(g.forbidden_aggs), g.in_tree is not None, rc)
+
+
+def roots_template(
+    shape: RootsShape, policy_clauses: Sequence[ColumnElement[bool]] = ()
+) -> sa.Select | None:
+    """The anchor-roots statement of ``shape``, its values bound at execution, or
+    ``None`` when nothing restricts the roots."""
+    if not (shape.limited or policy_clauses or shape.required or shape.forbidden or shape.exclude):
         return None
     return q.roots_stmt(
-        required,
-        forbidden,
+        [ids_param(f"root_required{i}") for i in range(shape.required)],
+        ids_param("root_forbidden") if shape.forbidden else (),
         policy_clauses,
-        serve,
-        limit=batch_limit,
-        randomize=req.randomize,
-        exclude=EXCLUDE_IDS if exclude else (),
-        root=root,
+        [_serve_test(s) for s in shape.serve],
+        limit=sa.bindparam("batch_limit", type_=sa.Integer) if shape.limited else None,
+        randomize=shape.randomize,
+        exclude=EXCLUDE_IDS if shape.exclude else (),
+        root=q.ROOT,
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_roots(
-    req: CandidatesRequest,
-    key: NamesKey,
-    batch_limit: int | None,
-    exclude: bool,
-    shared_rcs: frozenset[int],
-) -> sa.Select | None:
-    names = q.Names(dict(key[0]), dict(key[1]))
-    root = resource_providers.alias("root")
-    return _roots_query(req, names, (), root, batch_limit, exclude, shared_rcs)
+@functools.lru_cache(maxsize=1024)
+def _serve_test(shape: q.GroupShape) -> ColumnElement[bool]:
+    """A *could serve* test on :data:`~rpquery.read.candidates._sql.ROOT`, built once
+    per shape: a roots statement of a new shape is assembled from known tests."""
+    return q.could_serve_of(shape, Binds(), q.ROOT.c.id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_roots(shape: RootsShape) -> sa.Select | None:
+    return roots_template(shape)
 
 
 def roots_query(
@@ -134,15 +181,14 @@ def roots_query(
     batch_limit: int | None,
     exclude: bool,
     shared_rcs: frozenset[int] = frozenset(),
-) -> sa.Select | None:
-    """The anchor-roots statement (built once per request shape unless a policy adds
-    clauses), or ``None`` when nothing restricts the roots."""
-    if policies:  # (an alias's columns, once read, hold reference cycles: only if needed)
-        root = resource_providers.alias("root")
-        policy_clauses = where_clauses(policies, root.c.id)
-        if policy_clauses:
-            return _roots_query(req, names, policy_clauses, root, batch_limit, exclude, shared_rcs)
-    return _cached_roots(req, names_key(names), batch_limit, exclude, shared_rcs)
+) -> tuple[sa.Select | None, dict[str, Any]]:
+    """The anchor-roots statement (built once per shape unless a policy adds clauses)
+    and its values, or ``None`` when nothing restricts the roots."""
+    shape, values = roots_shape(req, names, batch_limit, exclude, shared_rcs)
+    policy_clauses = where_clauses(policies, q.ROOT.c.id)
+    if policy_clauses:  # built for this request: a policy's clauses may hold any values
+        return roots_template(shape, policy_clauses), values
+    return _cached_roots(shape), values
 
 
 def select_roots(
@@ -155,10 +201,10 @@ def select_roots(
     shared_rcs: frozenset[int] = frozenset(),
 ) -> Roots:
     """Run the anchor-roots statement (or skip it when nothing restricts the roots)."""
-    stmt = roots_query(req, names, policies, batch_limit, bool(exclude), shared_rcs)
-    params: dict[str, Any] = {"exclude_ids": list(exclude)} if exclude else {}
+    stmt, values = roots_query(req, names, policies, batch_limit, bool(exclude), shared_rcs)
     if stmt is None:
         return Roots(None, None, {}, True)
+    params = {**values, "exclude_ids": list(exclude)} if exclude else values
     ids = [int(r) for r in conn.execute(stmt, params).scalars()]
     if batch_limit is not None:
         return Roots(ids, ROOT_IDS, {"root_ids": ids}, len(ids) < batch_limit)
@@ -255,23 +301,23 @@ def _sharing_ids(scope: q.RootScope) -> Ids:
 @dataclass(frozen=True)
 class GroupRows:
     """A group with resources: its providers with room for each amount
-    (:func:`rpquery.read.candidates._sql.group_rows_stmt`)."""
+    (:func:`rpquery.read.candidates._sql.group_rows_of`)."""
 
-    group: RequestGroup
+    shape: q.GroupShape
 
-    def build(self, names: q.Names, scope: q.RootScope) -> sa.Select:
-        return q.group_rows_stmt(self.group, names, scope, _sharing_ids(scope))
+    def build(self, scope: q.RootScope) -> sa.Select:
+        return q.group_rows_of(self.shape, Binds(), scope, _sharing_ids(scope))
 
 
 @dataclass(frozen=True)
 class ResourcelessRows:
     """A group without resources: the providers with its traits and aggregates
-    (:func:`rpquery.read.candidates._sql.resourceless_stmt`)."""
+    (:func:`rpquery.read.candidates._sql.resourceless_of`)."""
 
-    group: RequestGroup
+    shape: FilterShape
 
-    def build(self, names: q.Names, scope: q.RootScope) -> sa.Select:
-        return q.resourceless_stmt(self.group, names, scope, _sharing_ids(scope))
+    def build(self, scope: q.RootScope) -> sa.Select:
+        return q.resourceless_of(self.shape, Binds(), scope, _sharing_ids(scope))
 
 
 @dataclass(frozen=True)
@@ -279,22 +325,29 @@ class TreeShape:
     """Parent links of the batch's trees, for ``same_subtree``
     (:func:`rpquery.read.candidates._sql.tree_shape_stmt`)."""
 
-    def build(self, names: q.Names, scope: q.RootScope) -> sa.Select:
+    def build(self, scope: q.RootScope) -> sa.Select:
         return q.tree_shape_stmt(scope)
 
 
 BatchStatement = GroupRows | ResourcelessRows | TreeShape
 
 
-def group_statement(g: RequestGroup) -> GroupRows | ResourcelessRows:
-    return GroupRows(g) if g.resources else ResourcelessRows(g)
+def group_statement(
+    g: RequestGroup, names: q.Names
+) -> tuple[GroupRows | ResourcelessRows, dict[str, Any]]:
+    """The statement of group ``g`` (by shape) and its values."""
+    if g.resources:
+        shape, values = q.group_shape(g, names)
+        return GroupRows(shape), values
+    filters, values = filter_shape(g, names, "g_")
+    return ResourcelessRows(filters), values
 
 
-@functools.lru_cache(maxsize=512)
-def _stmt(what: BatchStatement, key: NamesKey, scope: ScopeKey) -> sa.Select:
-    """Group, resourceless and tree-shape statements, built once per request shape; the
-    batch's roots and sharing providers are bound at execution."""
-    return what.build(q.Names(dict(key[0]), dict(key[1])), _scope(scope))
+@functools.lru_cache(maxsize=1024)
+def _stmt(what: BatchStatement, scope: ScopeKey) -> sa.Select:
+    """Group, resourceless and tree-shape statements, built once per shape: the group's
+    values, the batch's roots and sharing providers are bound at execution."""
+    return what.build(_scope(scope))
 
 
 @dataclass(frozen=True)
@@ -303,12 +356,12 @@ class _Run:
 
     conn: Connection
     names: q.Names
-    key: NamesKey
     scope: ScopeKey
     params: dict[str, Any]
 
-    def execute(self, what: BatchStatement) -> Any:
-        return driver_rows(self.conn, _stmt(what, self.key, self.scope), self.params)
+    def execute(self, what: BatchStatement, values: dict[str, Any] | None = None) -> Any:
+        params = {**self.params, **values} if values else self.params
+        return driver_rows(self.conn, _stmt(what, self.scope), params)
 
 
 @dataclass(frozen=True)
@@ -320,14 +373,17 @@ class Sharing:
     rc_ids: frozenset[int]
 
 
-@functools.lru_cache(maxsize=256)
-def _sharing_stmt(key: NamesKey, rc_ids: tuple[int, ...], any_class: bool) -> sa.Select:
-    return q.sharing_stmt(q.Names(dict(key[0]), dict(key[1])), rc_ids, any_class=any_class)
+_SHARING = {any_class: q.sharing_of(Binds(), any_class=any_class) for any_class in (False, True)}
 
 
 def _any_class(req: CandidatesRequest) -> bool:
     """A resourceless group may stand on a sharing provider whatever classes it holds."""
     return any(not g.resources for g in req.groups)
+
+
+def _sharing_query(req: CandidatesRequest, names: q.Names) -> tuple[sa.Select, dict[str, Any]]:
+    rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
+    return _SHARING[_any_class(req)], {"sharing_trait": names.sharing_trait, "sharing_rcs": rc_ids}
 
 
 def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:
@@ -336,9 +392,8 @@ def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> S
     rcs: set[int] = set()
     if names.sharing_trait is None:
         return Sharing(shared_with, frozenset())
-    rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
-    stmt = _sharing_stmt(names_key(names), rc_ids, _any_class(req))
-    for sharing_id, root, rc in conn.execute(stmt).all():
+    stmt, params = _sharing_query(req, names)
+    for sharing_id, root, rc in conn.execute(stmt, params).all():
         shared_with[int(root)].add(int(sharing_id))
         if rc is not None:
             rcs.add(int(rc))
@@ -354,13 +409,11 @@ def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[i
     statement, only with forbidden aggregates and sharing providers in play."""
     if g.is_granular or not g.forbidden_aggs or not col.shared_with:
         return frozenset()
-    rows = driver_rows(run.conn, _roots_in_stmt(tuple(sorted(g.forbidden_aggs))), {})
+    rows = driver_rows(run.conn, _ROOTS_IN, {"roots_in": sorted(g.forbidden_aggs)})
     return frozenset(int(root) for (root,) in rows) & col.shared_with.keys()
 
 
-@functools.lru_cache(maxsize=64)
-def _roots_in_stmt(agg_uuids: tuple[str, ...]) -> sa.Select:
-    return q.roots_in_aggregates_stmt(agg_uuids)
+_ROOTS_IN = q.roots_in_aggregates_stmt(ids_param("roots_in"))
 
 
 def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
@@ -377,28 +430,31 @@ def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
         return sharing
     if not g.member_of:
         return frozenset()
-    stmt = _local_sharing_stmt(g.member_of)
+    params: dict[str, Any] = {"local_ids": sorted(sharing)}
+    params.update({f"local_member_of{i}": sorted(s) for i, s in enumerate(g.member_of)})
     return frozenset(
-        int(rp) for (rp,) in driver_rows(run.conn, stmt, {"local_ids": sorted(sharing)})
+        int(rp) for (rp,) in driver_rows(run.conn, _local_sharing_stmt(len(g.member_of)), params)
     )
 
 
-@functools.lru_cache(maxsize=64)
-def _local_sharing_stmt(member_of: tuple[frozenset[str], ...]) -> sa.Select:
+@functools.lru_cache(maxsize=16)
+def _local_sharing_stmt(terms: int) -> sa.Select:
+    member_of = [ids_param(f"local_member_of{i}") for i in range(terms)]
     return q.local_sharing_stmt(member_of, ids_param("local_ids"))
 
 
 def _group_slots(run: _Run, g: RequestGroup, col: _Collector) -> list[Slot]:
     names = run.names
+    what, values = group_statement(g, names)
     if not g.resources:
-        rows = [(int(rp), int(root)) for rp, root in run.execute(ResourcelessRows(g))]
+        rows = [(int(rp), int(root)) for rp, root in run.execute(what, values)]
         col.root_of.update(rows)
         found = {rp for rp, _ in rows}
         col.add_local(found)
         # the anchor tree's own providers and the sharing providers sharing with it
         return [Slot(g.suffix, "resourceless", (), col.choices(found))]
     n_flags = 0 if g.is_granular else len(g.required)
-    by_rc = col.offers(run.execute(GroupRows(g)), n_flags)
+    by_rc = col.offers(run.execute(what, values), n_flags)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
     offered = [set(by_rc.get(rc, ())) for rc, _ in amounts]
     if g.is_granular:
@@ -424,7 +480,7 @@ def load_groups(
     else:
         shared_with = sharing.shared_with
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
-    run = _Run(conn, names, names_key(names), scope, {**roots.params, "sharing_ids": sharing_ids})
+    run = _Run(conn, names, scope, {**roots.params, "sharing_ids": sharing_ids})
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
     slots: list[Slot] = []
@@ -465,9 +521,12 @@ def fetch_summaries(
 def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
     """Uuids of providers outside the summarised trees (an anchor that only sharing
     providers served): ``SELECT id, uuid FROM resource_providers WHERE id IN (:ids)``."""
-    rp = resource_providers
-    stmt = sa.select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(sorted(ids)))
-    return {int(ident): uuid for ident, uuid in conn.execute(stmt)}
+    return {int(ident): uuid for ident, uuid in conn.execute(_UUIDS, {"uuid_ids": sorted(ids)})}
+
+
+_UUIDS = sa.select(resource_providers.c.id, resource_providers.c.uuid).where(
+    resource_providers.c.id.in_(ids_param("uuid_ids"))
+)
 
 
 def batches(limit: int | None) -> tuple[int | None, ...]:
@@ -494,14 +553,16 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     batch = batches(req.limit)[0]
     out: list[Executable] = []
     if batch is not None:
-        out.append(roots_query(req, names, (), batch, False))  # type: ignore[arg-type]
-    roots = roots_query(req, names, (), None, False)
+        first, values = roots_query(req, names, (), batch, False)
+        out.append(first.params(values))  # type: ignore[union-attr]
+    roots, roots_values = roots_query(req, names, (), None, False)
     if roots is not None and batch is None:
-        out.append(roots)
-    key = names_key(names)
-    rc_ids = tuple(sorted(names.rc_ids[rc] for rc in req.resource_class_names()))
+        out.append(roots.params(roots_values))
     if names.sharing_trait is not None:
-        out.append(_sharing_stmt(key, rc_ids, _any_class(req)))
+        stmt, params = _sharing_query(req, names)
+        out.append(stmt.params(params))
     for g in req.groups:
-        out.append(_stmt(group_statement(g), key, scope_key(roots)).params(sharing_ids=[]))
+        what, values = group_statement(g, names)
+        stmt = _stmt(what, scope_key(roots))
+        out.append(stmt.params({**roots_values, **values, "sharing_ids": []}))
     return out

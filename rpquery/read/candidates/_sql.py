@@ -20,6 +20,7 @@ whatever the size of the cloud):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,19 +28,34 @@ from sqlalchemy.sql import ColumnElement, FromClause, Select
 from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.read import _clauses as clauses
-from rpquery.read._clauses import Ids
+from rpquery.read._clauses import Binds, Ids, Uuids
 from rpquery.read._clauses import id_list as _ids
-from rpquery.read._filters import provider_filters
+from rpquery.read._filters import FilterShape, filter_shape, provider_filters, shape_filters
 from rpquery.read._names import SHARING_TRAIT as SHARING_TRAIT  # re-exported
 from rpquery.read._names import Names
 from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
 from rpquery.store.tables import (
     inventories,
+    resource_provider_aggregates,
     resource_provider_traits,
     resource_providers,
     traits,
 )
+
+# Shared aliases (see rpquery.read._clauses): one column collection each, not one per
+# statement built.
+_RP = resource_providers.alias("rp")
+_INV = inventories.alias("inv")
+_NP = resource_providers.alias("np")
+_NI = inventories.alias("ni")
+_ST = resource_provider_traits.alias("st")
+_SINV = inventories.alias("sinv")
+_SAGG = resource_provider_aggregates.alias("sagg")
+_TAGG = resource_provider_aggregates.alias("tagg")
+_TP = resource_providers.alias("tp")
+#: The anchor roots' alias of :func:`roots_stmt` (policies' clauses are built on it)
+ROOT = resource_providers.alias("root")
 
 #: Roots given as ids, an expanding bind parameter or a subquery (``None``: every root).
 RootScope = Sequence[int] | BindParameter[Any] | Select | None
@@ -55,16 +71,56 @@ def group_filters(group: RequestGroup, names: Names, rp: FromClause) -> list[Col
     return provider_filters(group, names, rp, with_required=group.is_granular)
 
 
+@dataclass(frozen=True)
+class GroupShape:
+    """What a group's statements depend on besides its values: the cache key of
+    :func:`group_rows_of` and :func:`could_serve_of`. The values (class ids, amounts,
+    the filters' traits and aggregates) are named ``prefix`` + ``rc0``, ``amount0``,
+    ``rcs``... (:func:`group_shape`)."""
+
+    granular: bool
+    resources: int
+    filters: FilterShape
+
+    def name(self, field: str, i: int | None = None) -> str:
+        return self.filters.name(field, i)
+
+
+def group_shape(
+    group: RequestGroup,
+    names: Names,
+    prefix: str = "g_",
+    resources: Sequence[tuple[str, int]] | None = None,
+) -> tuple[GroupShape, dict[str, Any]]:
+    """The shape of ``group`` and its values (``resources``: only these, e.g. the one
+    class a :func:`could_serve` test is about; default: the group's, by name).
+
+    >>> from rpquery.read.request import RequestGroup
+    >>> g = RequestGroup(resources={"VCPU": 2, "MEMORY_MB": 512})
+    >>> shape, values = group_shape(g, Names(rc_ids={"VCPU": 0, "MEMORY_MB": 1}))
+    >>> shape.resources, values
+    (2, {'g_rc0': 1, 'g_amount0': 512, 'g_rc1': 0, 'g_amount1': 2, 'g_rcs': [0, 1]})
+    """
+    filters, values = filter_shape(group, names, prefix)
+    pairs = sorted(group.resources.items()) if resources is None else list(resources)
+    shape = GroupShape(group.is_granular, len(pairs), filters)
+    for i, (rc, amount) in enumerate(pairs):
+        values[shape.name("rc", i)] = names.rc_ids[rc]
+        values[shape.name("amount", i)] = amount
+    values[shape.name("rcs")] = sorted(names.rc_ids[rc] for rc, _ in pairs)
+    return shape, values
+
+
 def _fits_one_of(
-    group: RequestGroup, names: Names, inv: FromClause, used: ColumnElement[int]
+    shape: GroupShape, binds: Binds, inv: FromClause, used: ColumnElement[int]
 ) -> ColumnElement[bool]:
     return sa.or_(
         *(
             sa.and_(
-                inv.c.resource_class_id == names.rc_ids[rc],
-                clauses.capacity_fits(inv, amount, used),
+                inv.c.resource_class_id == binds.value(shape.name("rc", i)),
+                clauses.capacity_fits(inv, binds.value(shape.name("amount", i)), used),
             )
-            for rc, amount in sorted(group.resources.items())
+            for i in range(shape.resources)
         )
     )
 
@@ -87,6 +143,17 @@ def group_rows_stmt(
     roots: RootScope = None,
     sharing_ids: Ids = (),
 ) -> Select:
+    """:func:`group_rows_of` ``group``, its values in the statement."""
+    shape, values = group_shape(group, names)
+    return group_rows_of(shape, Binds(values), roots, sharing_ids)
+
+
+def group_rows_of(
+    shape: GroupShape,
+    binds: Binds,
+    roots: RootScope = None,
+    sharing_ids: Ids = (),
+) -> Select:
     """One row per (provider, requested class) that can serve ``group``'s amount.
 
     ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
@@ -101,15 +168,13 @@ def group_rows_stmt(
     looks it up by primary key for a batch of trees and hash- or merge-joins it for the
     whole cloud; ``allocations`` is never aggregated.
     """
-    inv = inventories.alias("inv")
-    rp = resource_providers.alias("rp")
-    rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
+    inv, rp = _INV, _RP
     joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
     flags = []
-    if not group.is_granular:
+    if not shape.granular:
         flags = [
-            clauses.has_any_trait(rp.c.id, names.traits(s)).label(f"req_{i}")
-            for i, s in enumerate(group.required)
+            clauses.has_any_trait(rp.c.id, binds.many(shape.name("required", i))).label(f"req_{i}")
+            for i in range(shape.filters.required)
         ]
     return (
         sa.select(
@@ -123,9 +188,15 @@ def group_rows_stmt(
         )
         .select_from(joined)
         .where(
-            inv.c.resource_class_id.in_(rc_ids),
-            _fits_one_of(group, names, inv, used),
-            *group_filters(group, names, rp),
+            inv.c.resource_class_id.in_(binds.many(shape.name("rcs"))),
+            _fits_one_of(shape, binds, inv, used),
+            *shape_filters(
+                shape.filters,
+                binds,
+                rp,
+                with_required=shape.granular,
+                root_covers=not shape.granular,
+            ),
             *_scope(rp, roots, sharing_ids),
         )
     )
@@ -134,22 +205,30 @@ def group_rows_stmt(
 def resourceless_stmt(
     group: RequestGroup, names: Names, roots: RootScope = None, sharing_ids: Ids = ()
 ) -> Select:
+    """:func:`resourceless_of` ``group``, its values in the statement."""
+    shape, values = filter_shape(group, names, "g_")
+    return resourceless_of(shape, Binds(values), roots, sharing_ids)
+
+
+def resourceless_of(
+    shape: FilterShape, binds: Binds, roots: RootScope = None, sharing_ids: Ids = ()
+) -> Select:
     """Providers that can stand for a resourceless granular group (traits and aggregates
     only), of the anchor trees or sharing with them (as any suffixed group):
     ``SELECT rp.id, rp.root_provider_id FROM resource_providers rp WHERE <filters>
     AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``"""
-    rp = resource_providers.alias("rp")
+    rp = _RP
     return (
         sa.select(rp.c.id, rp.c.root_provider_id)
         .where(
-            *provider_filters(group, names, rp, with_required=True, root_covers=False),
+            *shape_filters(shape, binds, rp, with_required=True, root_covers=False),
             *_scope(rp, roots, sharing_ids),
         )
         .order_by(rp.c.id)
     )
 
 
-def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
+def roots_in_aggregates_stmt(agg_uuids: Uuids) -> Select:
     """Roots that are members of one of the aggregates (the anchors a forbidden
     aggregate of the unsuffixed group rules out for sharing providers too).
 
@@ -171,12 +250,12 @@ def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
                 rp, rp.c.id == rpa.c.resource_provider_id
             )
         )
-        .where(pa.c.uuid.in_(sorted(agg_uuids)), rp.c.parent_provider_id.is_(None))
+        .where(pa.c.uuid.in_(_ids(agg_uuids)), rp.c.parent_provider_id.is_(None))
         .distinct()
     )
 
 
-def local_sharing_stmt(member_of: Sequence[frozenset[str]], sharing_ids: Ids) -> Select:
+def local_sharing_stmt(member_of: Sequence[Uuids], sharing_ids: Ids) -> Select:
     """Sharing providers that are children not themselves in every ``member_of`` term:
     in the unsuffixed group they pass through their root's aggregates, and then serve
     their own tree only (Placement offers a sharing provider to other trees only when
@@ -185,7 +264,7 @@ def local_sharing_stmt(member_of: Sequence[frozenset[str]], sharing_ids: Ids) ->
     ``SELECT rp.id FROM resource_providers rp WHERE rp.id IN (:sharing)
     AND rp.parent_provider_id IS NOT NULL AND NOT (<own aggregates meet every term>)``
     """
-    rp = resource_providers.alias("rp")
+    rp = _RP
     return sa.select(rp.c.id).where(
         rp.c.id.in_(_ids(sharing_ids)),
         rp.c.parent_provider_id.is_not(None),
@@ -194,6 +273,13 @@ def local_sharing_stmt(member_of: Sequence[frozenset[str]], sharing_ids: Ids) ->
 
 
 def sharing_stmt(names: Names, rc_ids: Sequence[int], *, any_class: bool = False) -> Select:
+    """:func:`sharing_of` with the values in the statement."""
+    trait = names.sharing_trait if names.sharing_trait is not None else -1
+    binds = Binds({"sharing_trait": trait, "sharing_rcs": sorted(rc_ids)})
+    return sharing_of(binds, any_class=any_class)
+
+
+def sharing_of(binds: Binds, *, any_class: bool = False) -> Select:
     """(sharing provider, root of a tree it shares with, requested class it has) rows.
 
     ``SELECT DISTINCT st.resource_provider_id, tp.root_provider_id, sinv.resource_class_id
@@ -212,14 +298,8 @@ def sharing_stmt(names: Names, rc_ids: Sequence[int], *, any_class: bool = False
     Run first and unscoped: it touches only sharing providers (few in any cloud), and
     tells :func:`could_serve` which classes trees need not hold themselves.
     """
-    from rpquery.store.tables import resource_provider_aggregates as rpa_t
-
-    st = resource_provider_traits.alias("st")
-    sinv = inventories.alias("sinv")
-    sagg = rpa_t.alias("sagg")
-    tagg = rpa_t.alias("tagg")
-    tp = resource_providers.alias("tp")
-    has_class = sinv.c.resource_class_id.in_(_ids(rc_ids))
+    st, sinv, sagg, tagg, tp = _ST, _SINV, _SAGG, _TAGG, _TP
+    has_class = sinv.c.resource_class_id.in_(binds.many("sharing_rcs"))
     on_inv = sinv.c.resource_provider_id == st.c.resource_provider_id
     with_inv = (
         st.outerjoin(sinv, sa.and_(on_inv, has_class)) if any_class else st.join(sinv, on_inv)
@@ -237,7 +317,7 @@ def sharing_stmt(names: Names, rc_ids: Sequence[int], *, any_class: bool = False
             .join(tp, tp.c.id == tagg.c.resource_provider_id)
         )
         .where(
-            st.c.trait_id == (names.sharing_trait if names.sharing_trait is not None else -1),
+            st.c.trait_id == binds.value("sharing_trait"),
             *(() if any_class else (has_class,)),
         )
     )
@@ -258,6 +338,14 @@ def _per_row(clause: ColumnElement[bool]) -> ColumnElement[bool]:
 def could_serve(
     group: RequestGroup, rc: str, amount: int, names: Names, root_id: ColumnElement[int]
 ) -> ColumnElement[bool]:
+    """:func:`could_serve_of` with the values in the statement."""
+    shape, values = group_shape(group, names, "s_", [(rc, amount)])
+    return could_serve_of(shape, Binds(values), root_id)
+
+
+def could_serve_of(
+    shape: GroupShape, binds: Binds, root_id: ColumnElement[int]
+) -> ColumnElement[bool]:
     """Necessary test for ``roots_stmt``: a provider of the tree passes ``group``'s
     filters and has room for ``amount`` of ``rc``. (Not used for classes a sharing
     provider offers: those trees may rely on sharing.)
@@ -266,8 +354,7 @@ def could_serve(
     WHERE np.root_provider_id = root.id AND np.id = ni.resource_provider_id
     AND ni.resource_class_id = :rc AND <fits> AND <filters>)``
     """
-    ni = inventories.alias("ni")
-    np_ = resource_providers.alias("np")
+    ni, np_ = _NI, _NP
     used = clauses.usage_subquery(ni.c.resource_provider_id, ni.c.resource_class_id)
     return _per_row(
         sa.exists().where(
@@ -275,38 +362,44 @@ def could_serve(
             # it into a hashed subplan over every tree (see _per_row).
             np_.c.root_provider_id.between(root_id, root_id),
             np_.c.id == ni.c.resource_provider_id,
-            ni.c.resource_class_id == names.rc_ids[rc],
-            clauses.capacity_fits(ni, amount, used),
-            *provider_filters(
-                group,
-                names,
+            ni.c.resource_class_id == binds.value(shape.name("rc", 0)),
+            clauses.capacity_fits(ni, binds.value(shape.name("amount", 0)), used),
+            *shape_filters(
+                shape.filters,
+                binds,
                 np_,
-                with_required=group.is_granular,
-                root_covers=not group.is_granular,
+                with_required=shape.granular,
+                root_covers=not shape.granular,
             ),
         )
     )
 
 
 def roots_stmt(
-    root_required: Sequence[int],
-    root_forbidden: Sequence[int],
+    root_required: Sequence[int] | Sequence[BindParameter[Any]],
+    root_forbidden: Ids,
     policy_clauses: Sequence[ColumnElement[bool]] = (),
     serve_clauses: Sequence[ColumnElement[bool]] = (),
     *,
-    limit: int | None = None,
+    limit: int | BindParameter[Any] | None = None,
     randomize: bool = False,
     exclude: Ids = (),
     root: FromClause | None = None,
 ) -> Select:
     """Anchor roots: ``SELECT root.id FROM resource_providers root
     WHERE root.parent_provider_id IS NULL AND <root_required EXISTS / NOT EXISTS>
-    AND <policy clauses> AND <could_serve ...> ORDER BY root.id | random() LIMIT :n``"""
-    root = root if root is not None else resource_providers.alias("root")
+    AND <policy clauses> AND <could_serve ...> ORDER BY root.id | random() LIMIT :n``
+
+    ``root_required``: trait ids, or one expanding parameter per trait (each bound to
+    a one-id list: the same SQL)."""
+    root = root if root is not None else ROOT
     stmt = sa.select(root.c.id).where(root.c.parent_provider_id.is_(None))
     if root_required:
-        stmt = stmt.where(clauses.has_all_traits(root.c.id, root_required))
-    if root_forbidden:
+        each: list[Any] = list(root_required)
+        if not isinstance(each[0], BindParameter):
+            each = [[t] for t in sorted(each)]
+        stmt = stmt.where(sa.and_(sa.true(), *(clauses.has_any_trait(root.c.id, t) for t in each)))
+    if isinstance(root_forbidden, BindParameter) or root_forbidden:
         stmt = stmt.where(clauses.lacks_any_trait(root.c.id, root_forbidden))
     stmt = stmt.where(*policy_clauses, *serve_clauses)
     if isinstance(exclude, BindParameter) or exclude:
@@ -320,7 +413,7 @@ def roots_stmt(
 def tree_shape_stmt(roots: RootScope = None) -> Select:
     """``SELECT id, parent_provider_id FROM resource_providers WHERE root_provider_id IN
     (:roots)`` — the parent links ``same_subtree`` needs."""
-    rp = resource_providers.alias("rp")
+    rp = _RP
     stmt = sa.select(rp.c.id, rp.c.parent_provider_id)
     return stmt.where(*_scope(rp, roots, ()))
 
@@ -355,8 +448,7 @@ def summary_stmt(root_ids: Ids | str) -> Select:
     uuids): no self-joins, fewer bytes per row. ``root_ids`` given as a name binds a
     list of any length (:class:`rpquery.store.dialects.in_id_list`).
     """
-    rp = resource_providers.alias("rp")
-    inv = inventories.alias("inv")
+    rp, inv = _RP, _INV
     with_inventories = rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
     joined, used = clauses.join_usage(with_inventories, inv)
     return (

@@ -1,0 +1,108 @@
+"""Statements built per request *shape*, values bound at execution (issue 18, item 5).
+
+Without a database: every value of a request is a named bind parameter of its cached
+statement (the names a shape's builder uses are exactly those its values carry), and
+requests differing only in values share one statement. On every backend: the second
+of two such requests compiles nothing and both answers are right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from benchmarks import shapes
+from rpquery.db import Database
+from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates import allocation_candidates
+from rpquery.read.request import parse_candidates
+from tests.factories import provider
+
+TRAITS = [*shapes.HOST_TRAITS, *shapes.NIC_TRAITS, *shapes.PHYSNETS, q.SHARING_TRAIT]
+NAMES = q.Names(
+    rc_ids={"VCPU": 10, "MEMORY_MB": 11, "DISK_GB": 12, "SRIOV_NET_VF": 13},
+    trait_ids={t: 100 + i for i, t in enumerate(TRAITS)},
+)
+AGGS = [f"11111111-2222-4333-8444-55555555555{i}" for i in range(3)]
+#: Bound per batch, not by the group (the roots, the sharing providers).
+BATCH = {"root_ids", "sharing_ids", "exclude_ids"}
+
+
+def bind_names(stmt: sa.ClauseElement) -> set[str]:
+    """The named parameters of ``stmt``; the anonymous ones must be constants of the
+    SQL (``COALESCE(used, 0)``, ``step_size = 1``), not a request's values."""
+    binds = stmt.compile(dialect=postgresql.dialect()).binds.values()
+    anonymous = [b for b in binds if b.key.startswith("%(")]
+    assert {b.value for b in anonymous} <= {0, 1}, anonymous
+    return {b.key for b in binds if not b.key.startswith("%(")}
+
+
+@pytest.mark.parametrize("limit", [None, 10])
+def test_every_value_of_a_random_request_is_a_named_parameter(limit: int | None) -> None:
+    """No value is written into a statement: each named parameter gets its value from
+    the request (values the statement does not use are ignored at execution), and the
+    anonymous ones are constants (:func:`bind_names`)."""
+    for qs in shapes.requests(3, 150, AGGS):
+        req = parse_candidates(qs)
+        batch = ex.batches(limit)[0]
+        roots, roots_values = ex.roots_query(req, NAMES, (), batch, False)
+        if roots is not None:
+            assert bind_names(roots) - BATCH <= set(roots_values), qs
+        scope = ex.scope_key(ex.ROOT_IDS if batch is not None else roots)
+        for g in req.groups:
+            what, values = ex.group_statement(g, NAMES)
+            names = bind_names(ex._stmt(what, scope))
+            assert names - BATCH <= set(values) | (set(roots_values) if batch is None else set())
+        stmt, values = ex._sharing_query(req, NAMES)
+        assert bind_names(stmt) <= set(values)
+
+
+def test_requests_differing_only_in_values_share_their_statements() -> None:
+    one = parse_candidates(
+        f"resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU&member_of={AGGS[0]}&limit=5"
+    )
+    two = parse_candidates(
+        f"resources=VCPU:4,MEMORY_MB:2048&required=!CUSTOM_RACK_3"
+        f"&member_of=in:{AGGS[1]},{AGGS[2]}&limit=50"
+    )
+    roots = [ex.roots_query(r, NAMES, (), ex.batches(r.limit)[0], False) for r in (one, two)]
+    assert roots[0][0] is roots[1][0] and roots[0][1] != roots[1][1]
+    groups = [ex.group_statement(r.groups[0], NAMES) for r in (one, two)]
+    assert groups[0][0] == groups[1][0] and groups[0][1] != groups[1][1]
+    # a new structure (one more forbidden trait set, another class) is another statement
+    three = parse_candidates("resources=VCPU:1&limit=5")
+    assert ex.group_statement(three.groups[0], NAMES)[0] != groups[0][0]
+
+
+class _Compiles:
+    def __init__(self, db: Database) -> None:
+        self.misses: list[str] = []
+        sa.event.listen(db.engine, "after_cursor_execute", self.seen)
+
+    def seen(self, conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
+        if ctx is not None and ctx.cache_hit == ctx.dialect.CACHE_MISS:
+            self.misses.append(sql)
+
+
+def test_a_request_of_a_known_shape_compiles_nothing(db: Database) -> None:
+    with db.begin() as conn:
+        provider(conn, "small", inventory={"VCPU": 4, "MEMORY_MB": 2048})
+        provider(conn, "big_a", inventory={"VCPU": 16, "MEMORY_MB": 8192}, traits=["CUSTOM_A"])
+        provider(conn, "big_b", inventory={"VCPU": 16, "MEMORY_MB": 8192}, traits=["CUSTOM_B"])
+    first = allocation_candidates(db, "resources=VCPU:2,MEMORY_MB:1024&required=!CUSTOM_B&limit=3")
+    compiles = _Compiles(db)
+    second = allocation_candidates(
+        db, "resources=VCPU:8,MEMORY_MB:4096&required=!CUSTOM_A&limit=7"
+    )
+    assert compiles.misses == []
+
+    def names(answer: Any) -> set[str]:
+        by_uuid = {u: s.name for u, s in answer.provider_summaries.items()}
+        return {by_uuid[u] for ar in answer.allocation_requests for u in ar.allocations}
+
+    assert names(first) == {"small", "big_a"}
+    assert names(second) == {"big_b"}
