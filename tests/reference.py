@@ -82,8 +82,9 @@ def _aggregates_ok(cloud: Cloud, g: RequestGroup, name: str, anchor: str) -> boo
     Suffixed groups: the provider's own aggregates. The unsuffixed group: the provider
     or its root must itself be in every ``member_of`` term (terms are not split between
     the two), and a sharing provider serving another tree must be in every term itself;
-    a forbidden aggregate excludes the provider when it, its root or the anchor root it
-    serves (a sharing provider's "root" in Placement) is a member."""
+    a forbidden aggregate excludes the provider when it or the anchor root it serves is
+    a member: its own root for a provider of the anchor tree, and for a sharing
+    provider serving another tree that tree's root, not its own (as Placement)."""
     x = cloud.p[name]
     if g.suffix:
         return all(x.aggs & s for s in g.member_of) and not x.aggs & g.forbidden_aggs
@@ -96,7 +97,7 @@ def _aggregates_ok(cloud: Cloud, g: RequestGroup, name: str, anchor: str) -> boo
         return False
     if g.member_of and anchor != root.name and not in_every_term(x):
         return False  # a sharing provider serves other trees only if itself in every term
-    return not (x.aggs | root.aggs | cloud.p[anchor].aggs) & g.forbidden_aggs
+    return not (x.aggs | cloud.p[anchor].aggs) & g.forbidden_aggs
 
 
 def _filters_ok(

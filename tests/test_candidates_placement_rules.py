@@ -10,8 +10,9 @@ own, asked of it on the same cloud (``.venv-placement``).
 6. repeated ``member_of`` in the unsuffixed group: terms not split provider / root;
 7. MariaDB's 32-bit ``allocation_ratio``: capacity from the ratio as written.
 
-Plus the rule that goes with 2, 3 and 6: a forbidden aggregate of the unsuffixed group
-rules out an anchor for its sharing providers too.
+Plus the rules that go with 2, 3 and 6: a forbidden aggregate of the unsuffixed group
+rules out an anchor for its sharing providers too, and a child sharing provider whose
+root is in it for its own tree only (it still serves other trees).
 """
 
 from __future__ import annotations
@@ -383,6 +384,49 @@ def test_child_sharing_provider_serves_other_trees_only_if_itself_in_member_of(
         disk_with("P", "P_ss"),
         disk_with("cn2", "P_ss"),
     }
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # P is in A, P_ss is not: P_ss still serves cn2 (not in A), as ss1 serves cn1
+        ("", {disk_with("cn2", "P_ss"), disk_with("cn1", "ss1")}),
+        ("&root_required=!COMPUTE_VOLUME_MULTI_ATTACH", {disk_with("cn2", "P_ss")}),
+        (f"&member_of=!in:{AGG_A},{AGG_S}", {disk_with("cn2", "P_ss")}),
+        (f"&member_of={AGG_B}", {disk_with("cn2", "P_ss")}),
+        # ... but not its own tree: there its root's membership excludes it
+        ("&root_required=HW_CPU_X86_AVX2", set()),
+    ],
+)
+def test_child_sharing_provider_whose_root_is_forbidden_serves_other_trees(
+    shared: Cloud, query: str, expected: set[Request]
+) -> None:
+    """``member_of=!A`` in the unsuffixed group: Placement judges a sharing provider
+    serving another tree by its own aggregates and that tree's root, not by its own
+    root. Placement 16.0 gives these answers, asked with ``resources_1`` first (with
+    the unsuffixed group first it answers HTTP 500 here: P's tree has no candidate,
+    difference 10 of docs/placement-differences.md)."""
+    db = shared.db
+    got = allocation_candidates(
+        db, f"resources_1=VCPU:1&resources=DISK_GB:10&member_of=!{AGG_A}" + query
+    )
+    assert by_name(db, got) == expected
+
+
+def test_child_sharing_provider_whose_root_is_forbidden_with_both_kinds_of_group(
+    shared: Cloud,
+) -> None:
+    """P_ss serves cn2 in the unsuffixed group (beside cn2's VCPU) and in group 1 (its
+    own aggregates only there): one candidate, as Placement 16.0 answers. Without
+    ``member_of=!A`` it serves its own tree P too (Placement 16.0: the same two, with
+    DISK_GB 21 instead of 11, difference 4 of docs/placement-differences.md)."""
+    db = shared.db
+    query = f"resources_1=DISK_GB:1&in_tree_1={shared.refs['P'].uuid}&resources=VCPU:1,DISK_GB:10"
+    mappings = (("", ("P_ss", "cn2")), ("_1", ("P_ss",)))
+    on_cn2 = ((("P_ss", "DISK_GB", 11), ("cn2", "VCPU", 1)), mappings)
+    on_p = ((("P", "VCPU", 1), ("P_ss", "DISK_GB", 11)), (("", ("P", "P_ss")), ("_1", ("P_ss",))))
+    assert by_name(db, allocation_candidates(db, f"{query}&member_of=!{AGG_A}")) == {on_cn2}
+    assert by_name(db, allocation_candidates(db, query)) == {on_cn2, on_p}
 
 
 def test_root_required_may_be_given_once(shared: Cloud) -> None:

@@ -109,7 +109,7 @@ def test_validator_member_of_rules() -> None:
         == []
     )
     forbidden = candidates_query(Group("", {"VCPU": 1}, forbidden_aggs=[frozenset({AGG})]))
-    assert v.problems(forbidden, child) == ["cn1_numa0 or its root in forbidden {A0}"]
+    assert v.problems(forbidden, child) == ["anchor cn1 in forbidden {A0}"]
     child1 = ar(c, {"cn1_numa0": {"VCPU": 1}}, {"1": ["cn1_numa0"]})
     assert v.problems(
         candidates_query(Group("1", {"VCPU": 1}, member_of=[frozenset({AGG})])), child1
@@ -120,6 +120,28 @@ def test_validator_member_of_rules() -> None:
         )
         == []
     )
+
+
+def test_validator_child_sharing_provider_whose_root_is_forbidden() -> None:
+    """Unsuffixed ``!A0``: P_ss, a sharing child of P (in A0), serves cn2, not P."""
+    c = small_cloud()
+    b = "bbbbbbbb-0000-4000-8000-000000000002"
+    c.aggregates["A1"] = b
+    c.providers["P"] = Provider("P", "00000000-0000-4000-8000-00000000000a", None,
+                                {"VCPU": Inventory(8)}, set(), {AGG})
+    c.providers["P_ss"] = Provider("P_ss", "00000000-0000-4000-8000-00000000000b", "P",
+                                   {"DISK_GB": Inventory(100)}, {"MISC_SHARES_VIA_AGGREGATE"}, {b})
+    c.providers["cn2"].aggs.add(b)  # fmt: skip
+    q = candidates_query(
+        Group("", {"DISK_GB": 10}, forbidden_aggs=[frozenset({AGG})]), Group("1", {"VCPU": 1})
+    )
+    v = Validator(c)
+    on_cn2 = ar(c, {"P_ss": {"DISK_GB": 10}, "cn2": {"VCPU": 1}}, {"": ["P_ss"], "1": ["cn2"]})
+    assert v.problems(q, on_cn2) == []
+    on_p = ar(c, {"P_ss": {"DISK_GB": 10}, "P": {"VCPU": 1}}, {"": ["P_ss"], "1": ["P"]})
+    assert v.problems(q, on_p) == ["anchor P in forbidden {A0}"]
+    q.groups[0].forbidden_aggs = [frozenset({b})]  # P_ss itself in it (cn2 too)
+    assert v.problems(q, on_cn2) == ["P_ss in forbidden {A1}", "anchor cn2 in forbidden {A1}"]
 
 
 # ---------------------------------------------------------------- the judge

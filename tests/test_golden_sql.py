@@ -71,6 +71,20 @@ def test_group_statement_is_one_select(dialect: Dialect) -> None:
     assert "rp.root_provider_id IN (" in text and "rp.id IN (" in text
 
 
+def test_sharing_providers_exempt_from_their_roots_forbidden_aggregate(dialect: Dialect) -> None:
+    """The unsuffixed group with sharing providers in play: the root's forbidden
+    aggregate spares the bound sharing providers inside the same anti-join."""
+    req = parse_candidates(f"resources=DISK_GB:10&member_of=!{AGG}")
+    exempt = clauses.ids_param("sharing_ids")
+    stmt = q.group_rows_stmt(req.groups[0], NAMES, None, (), exempt)
+    text = sql(stmt.params(sharing_ids=[7, 9]), dialect)
+    assert text.count("NOT (EXISTS (SELECT 1 FROM resource_provider_aggregates") == 2
+    assert "AND rpa.resource_provider_id = rp.id))" in text
+    root = r"rpa\.resource_provider_id = rp\.root_provider_id AND \(?rp\.id NOT IN"
+    assert re.search(root, text), text
+    assert "OR rp.id" not in text, text  # not beside it: PostgreSQL would run a subplan
+
+
 def test_member_of_on_provider_or_root_is_an_uncorrelated_in(dialect: Dialect) -> None:
     req = parse_candidates(f"resources=VCPU:1&member_of={AGG}")
     text = sql(q.group_rows_stmt(req.groups[0], NAMES), dialect).replace("INNER JOIN", "JOIN")

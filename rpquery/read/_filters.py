@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, FromClause
 
 from rpquery.read import _clauses as clauses
-from rpquery.read._clauses import Binds
+from rpquery.read._clauses import Binds, Ids
 from rpquery.read._names import Names
 from rpquery.read.request import RequestGroup
 
@@ -81,9 +81,12 @@ def shape_filters(
     *,
     with_required: bool,
     root_covers: bool,
+    root_exempt: Ids | None = None,
 ) -> list[ColumnElement[bool]]:
     """The clauses of :func:`provider_filters` for a group of ``shape``, its values
-    taken from ``binds``."""
+    taken from ``binds``. ``root_exempt`` (with ``root_covers``): providers whose root's
+    forbidden aggregates do not exclude them
+    (:func:`rpquery.read._clauses.not_in_aggregates`)."""
     out: list[ColumnElement[bool]] = []
     if shape.forbidden:
         out.append(clauses.lacks_any_trait(rp.c.id, binds.many(shape.name("forbidden"))))
@@ -98,7 +101,8 @@ def shape_filters(
         out.append(clauses.in_every_aggregate_set(rp.c.id, sets, root))
     if shape.forbidden_aggs:
         aggs = binds.many(shape.name("forbidden_aggs"))
-        out.append(clauses.not_in_aggregates(rp.c.id, aggs, root))
+        exempt = root_exempt if root is not None else None
+        out.append(clauses.not_in_aggregates(rp.c.id, aggs, root, exempt))
     if shape.in_tree:
         tree = binds.value(shape.name("in_tree"), sa.String)
         out.append(clauses.in_tree(rp.c.root_provider_id, tree))

@@ -15,8 +15,9 @@ amounts; one provider per suffixed group, one per class of the unsuffixed group,
 one anchor tree or sharing with it (``MISC_SHARES_VIA_AGGREGATE``, a common
 aggregate); unsuffixed traits collectively, forbidden ones on every provider;
 ``member_of`` of the unsuffixed group on the providers that are in every term
-themselves, accepted for a provider or its root, forbidden aggregates on a provider or
-its root (a sharing provider serving another tree must be in every term itself);
+themselves, accepted for a provider or its root (a sharing provider serving another
+tree must be in every term itself), forbidden aggregates on a provider or the anchor
+root it serves (its own root, but for a sharing provider serving another tree);
 suffixed groups' filters on their own provider; ``in_tree`` on every provider a group
 uses, the unsuffixed group's also fixing the anchor tree; ``isolate`` over every
 suffixed group; ``same_subtree`` as one provider being an ancestor of all others;
@@ -94,11 +95,10 @@ class Validator:
         out: list[str] = []
         traits = set().union(*(self.p[n].traits for n in used))
         out += [f"no provider used has any of {sorted(s)}" for s in g.required if not s & traits]
-        for n in sorted(used):
+        for n in sorted(used):  # the anchor's forbidden aggregates: see _anchor
             out += [f"{n} has forbidden {t}" for t in sorted(g.forbidden & self.p[n].traits)]
-            root_aggs = self.p[n].aggs | self.p[self.cloud.root(n)].aggs
-            bad = [s for s in g.forbidden_aggs if s & root_aggs]
-            out += [f"{n} or its root in forbidden {self.labels(s)}" for s in bad]
+            bad = [s for s in g.forbidden_aggs if s & self.p[n].aggs]
+            out += [f"{n} in forbidden {self.labels(s)}" for s in bad]
         if g.member_of:
             members = {m for m, x in self.p.items() if all(s & x.aggs for s in g.member_of)}
             out += [
@@ -213,6 +213,15 @@ class Validator:
             for n in maps.get("", []) if g.member_of else []:
                 if not all(s & self.p[n].aggs for s in g.member_of):
                     roots &= {self.cloud.root(n)}  # a sharing provider in only via its root
+            # a forbidden aggregate rules out the anchor, whoever serves it: the root of
+            # a provider of its tree, the "root" of a sharing provider serving it
+            # (a child sharing provider whose own root is in it serves other trees)
+            forbidden = set().union(*g.forbidden_aggs)
+            blocked = {r for r in roots if forbidden & self.p[r].aggs}
+            if blocked and not roots - blocked:
+                where = self.labels(forbidden)
+                return [f"anchor {', '.join(sorted(blocked))} in forbidden {where}"]
+            roots -= blocked
         if not roots:
             return [f"no one anchor tree for {sorted(used)}"]
         ok = [

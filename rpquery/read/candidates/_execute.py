@@ -257,12 +257,15 @@ class _Collector:
         blocked: frozenset[int] = frozenset(),
         local_only: frozenset[int] = frozenset(),
     ) -> dict[int, list[int]]:
-        """Anchor root → providers that may serve it (its own, then sharing ones; none
-        of the sharing ones for a ``blocked`` anchor, and a ``local_only`` sharing
-        provider for its own tree only). Changes nothing."""
+        """Anchor root → providers that may serve it (its own, then sharing ones). A
+        ``blocked`` anchor gets none: the only providers of its tree in ``providers``
+        are sharing ones, which serve other trees only. A ``local_only`` sharing
+        provider serves its own tree only. Changes nothing."""
         out: dict[int, set[int]] = defaultdict(set)
+        root_of = self.root_of
         for rp in providers:
-            out[self.root_of[rp]].add(rp)
+            if root_of[rp] not in blocked:
+                out[root_of[rp]].add(rp)
         for root, sharing in self.shared_with.items():
             if root not in blocked:
                 out[root].update((sharing & providers) - local_only)
@@ -301,12 +304,16 @@ def _sharing_ids(scope: q.RootScope) -> Ids:
 @dataclass(frozen=True)
 class GroupRows:
     """A group with resources: its providers with room for each amount
-    (:func:`rpquery.read.candidates._sql.group_rows_of`)."""
+    (:func:`rpquery.read.candidates._sql.group_rows_of`). With forbidden aggregates
+    in the unsuffixed group, the bound sharing providers are exempt from their root's
+    (see :func:`_blocked_anchors`)."""
 
     shape: q.GroupShape
 
     def build(self, scope: q.RootScope) -> sa.Select:
-        return q.group_rows_of(self.shape, Binds(), scope, _sharing_ids(scope))
+        shape = self.shape
+        exempt = SHARING_IDS if not shape.granular and shape.filters.forbidden_aggs else None
+        return q.group_rows_of(shape, Binds(), scope, _sharing_ids(scope), exempt)
 
 
 @dataclass(frozen=True)
@@ -401,16 +408,21 @@ def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> S
 
 
 def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
-    """Anchor roots in one of the unsuffixed group's forbidden aggregates, among those a
-    sharing provider serves. As in Placement, a forbidden aggregate excludes a provider
-    of the unsuffixed group when it or its root is a member, the root of a sharing
-    provider being the anchor it serves: such an anchor gets no sharing provider
-    either (its own providers are already excluded by the group statement). One
-    statement, only with forbidden aggregates and sharing providers in play."""
+    """Roots in one of the unsuffixed group's forbidden aggregates: anchors nothing of
+    that group may serve. As in Placement, a forbidden aggregate excludes a provider of
+    the unsuffixed group when it or its root is a member, the "root" of a sharing
+    provider serving another tree being the anchor it serves, not its own root.
+
+    So the group statement excludes every provider in such a tree but the sharing ones
+    (exempt from their root's aggregates there, not from their own), and
+    :meth:`_Collector.choices` gives a blocked anchor neither its own sharing providers
+    nor any other's: a child sharing provider whose root is in the aggregate serves
+    only other trees. One statement, only with forbidden aggregates and sharing
+    providers in play (without them the group statement has excluded everything)."""
     if g.is_granular or not g.forbidden_aggs or not col.shared_with:
         return frozenset()
     rows = driver_rows(run.conn, _ROOTS_IN, {"roots_in": sorted(g.forbidden_aggs)})
-    return frozenset(int(root) for (root,) in rows) & col.shared_with.keys()
+    return frozenset(int(root) for (root,) in rows)
 
 
 _ROOTS_IN = q.roots_in_aggregates_stmt(ids_param("roots_in"))

@@ -142,10 +142,11 @@ def group_rows_stmt(
     names: Names,
     roots: RootScope = None,
     sharing_ids: Ids = (),
+    root_exempt: Ids | None = None,
 ) -> Select:
     """:func:`group_rows_of` ``group``, its values in the statement."""
     shape, values = group_shape(group, names)
-    return group_rows_of(shape, Binds(values), roots, sharing_ids)
+    return group_rows_of(shape, Binds(values), roots, sharing_ids, root_exempt)
 
 
 def group_rows_of(
@@ -153,6 +154,7 @@ def group_rows_of(
     binds: Binds,
     roots: RootScope = None,
     sharing_ids: Ids = (),
+    root_exempt: Ids | None = None,
 ) -> Select:
     """One row per (provider, requested class) that can serve ``group``'s amount.
 
@@ -167,6 +169,12 @@ def group_rows_of(
     Usage is one stored row per inventory (:func:`clauses.join_usage`): the planner
     looks it up by primary key for a batch of trees and hash- or merge-joins it for the
     whole cloud; ``allocations`` is never aggregated.
+
+    ``root_exempt`` (the unsuffixed group's forbidden aggregates, sharing providers in
+    play): providers kept when only their root is in a forbidden aggregate, ``NOT
+    EXISTS (<root in it> AND rp.id NOT IN (:sharing))``. Such a sharing provider still
+    serves other trees whose roots are not in it (Placement judges it there by its own
+    aggregates and the anchor's); the executor keeps it from its own tree.
     """
     inv, rp = _INV, _RP
     joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
@@ -196,6 +204,7 @@ def group_rows_of(
                 rp,
                 with_required=shape.granular,
                 root_covers=not shape.granular,
+                root_exempt=root_exempt,
             ),
             *_scope(rp, roots, sharing_ids),
         )
