@@ -19,6 +19,7 @@ from rpquery.errors import InvalidRequest
 from rpquery.insight import _why as why
 from rpquery.insight._why import Rejections, explain_no_candidates
 from rpquery.read.candidates import allocation_candidates
+from rpquery.store import dialects
 from tests.factories import allocate, provider
 
 AGG_A = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -319,3 +320,16 @@ def test_statements_do_not_grow_with_hosts(db: Database) -> None:
     add(3, 30)
     assert (statements(one), statements(two)) == small
     assert explain_no_candidates(db, one).hosts == 30
+
+
+def test_every_statement_is_captured_and_explained(filters_cloud: Database) -> None:
+    """``capture_selects`` sees the grouped statement (on MariaDB under ``SET STATEMENT
+    ... FOR``) and each backend explains every statement sent
+    (:func:`rpquery.store.dialects.explain_sql`)."""
+    db = filters_cloud
+    _, sent = db.capture_selects(lambda: explain_no_candidates(db, FILTERS_QUERY))
+    assert any("FROM inventories AS inv LEFT OUTER JOIN" in sql for sql, _ in sent), sent
+    with db.connect() as conn:
+        for sql, params in sent:
+            plan = conn.exec_driver_sql(dialects.explain_sql(db.dialect_name, sql), params)
+            assert plan.all(), sql
