@@ -129,7 +129,7 @@ def roots_shape(
         bool(forbidden),
         tuple(serve),
         batch_limit is not None,
-        req.randomize,
+        req.randomize and batch_limit is not None,  # (an order only with a LIMIT)
         exclude,
     )
     return shape, values

@@ -19,6 +19,7 @@ whatever the size of the cloud):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,39 +177,66 @@ def group_rows_of(
     serves other trees whose roots are not in it (Placement judges it there by its own
     aggregates and the anchor's); the executor keeps it from its own tree.
     """
+    if binds.values is None and (root_exempt is None or isinstance(root_exempt, BindParameter)):
+        exempt = None if root_exempt is None else root_exempt.key
+        columns, where = _group_parts(shape, exempt)
+    else:
+        columns, where = _parts(shape, binds, root_exempt)
+    return (
+        sa.select(*columns)
+        .select_from(_GROUP_FROM)
+        .where(*where, *_scope(_RP, roots, sharing_ids))
+    )
+
+
+_GROUP_FROM, _USED = clauses.join_usage(
+    _INV.join(_RP, _RP.c.id == _INV.c.resource_provider_id), _INV
+)
+_Parts = tuple[tuple[ColumnElement[Any], ...], tuple[ColumnElement[bool], ...]]
+
+
+def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
+    """The columns and the ``WHERE`` clauses (but the scope) of :func:`group_rows_of`."""
     inv, rp = _INV, _RP
-    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
     flags = []
     if not shape.granular:
         flags = [
             clauses.has_any_trait(rp.c.id, binds.many(shape.name("required", i))).label(f"req_{i}")
             for i in range(shape.filters.required)
         ]
-    return (
-        sa.select(
-            rp.c.id,
-            rp.c.root_provider_id,
-            inv.c.resource_class_id,
-            clauses.capacity(inv).label("capacity"),
-            used.label("used"),
-            inv.c.max_unit,
-            *flags,
-        )
-        .select_from(joined)
-        .where(
-            inv.c.resource_class_id.in_(binds.many(shape.name("rcs"))),
-            _fits_one_of(shape, binds, inv, used),
-            *shape_filters(
-                shape.filters,
-                binds,
-                rp,
-                with_required=shape.granular,
-                root_covers=not shape.granular,
-                root_exempt=root_exempt,
-            ),
-            *_scope(rp, roots, sharing_ids),
-        )
+    columns = (
+        rp.c.id,
+        rp.c.root_provider_id,
+        inv.c.resource_class_id,
+        clauses.capacity(inv).label("capacity"),
+        _USED.label("used"),
+        inv.c.max_unit,
+        *flags,
     )
+    where = (
+        inv.c.resource_class_id.in_(binds.many(shape.name("rcs"))),
+        _fits_one_of(shape, binds, inv, _USED),
+        *shape_filters(
+            shape.filters,
+            binds,
+            rp,
+            with_required=shape.granular,
+            root_covers=not shape.granular,
+            root_exempt=root_exempt,
+        ),
+    )
+    return columns, where
+
+
+@functools.lru_cache(maxsize=512)
+def _group_parts(shape: GroupShape, root_exempt: str | None) -> _Parts:
+    """:func:`_parts` with bind parameters, once per shape (``root_exempt``: the name of
+    the exempt providers' parameter): a group's statement for another scope (a batch's
+    roots, every root, the roots statement) reuses them."""
+    exempt: BindParameter[Any] | None = None
+    if root_exempt is not None:
+        exempt = sa.bindparam(root_exempt, expanding=True)
+    return _parts(shape, Binds(), exempt)
 
 
 def resourceless_stmt(
