@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy import Select, Table
+from sqlalchemy import Select, Table, Unicode
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.sql import FromClause
 from sqlalchemy.types import TypeEngine
@@ -125,6 +125,26 @@ class OnConflictWrites:
                 set_={c: table.c[c] + upsert.excluded[c] for c in add},
             )
         )
+
+
+class StandardSQL:
+    """What PostgreSQL and SQLite do alike: every value comes back as it was written
+    (double-precision ratios, text compared byte for byte, no charset to check), and
+    reports count with window functions."""
+
+    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
+        return []
+
+    def ratio_as_written(self, value: float) -> float:
+        return value
+
+    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
+        return Unicode(length)  # compares byte for byte already
+
+    def tally(
+        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
+    ) -> Select[Any]:
+        return windowed_tally(rows, by, item, largest, examples=examples, every=every)
 
 
 def executemany_insert(

@@ -8,16 +8,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, Table, Unicode, exc, func, select
+from sqlalchemy import Table, exc, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.engine import URL, Connection, Dialect, Engine
-from sqlalchemy.sql import FromClause
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.engine import URL, Connection, Engine
 
-from rpquery.store.dialects._base import OnConflictWrites, windowed_tally
+from rpquery.store.dialects._base import OnConflictWrites, StandardSQL
 
 
-class PostgreSQL(OnConflictWrites):
+class PostgreSQL(OnConflictWrites, StandardSQL):
     insert = staticmethod(pg_dialect.insert)
     name = "postgresql"
     locks_rows = True
@@ -146,20 +144,6 @@ class PostgreSQL(OnConflictWrites):
 
     def column_collation(self, conn: Connection, table: str, column: str) -> str | None:
         return None
-
-    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
-        return []
-
-    def ratio_as_written(self, value: float) -> float:
-        return value
-
-    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
-        return Unicode(length)  # compares byte for byte already
-
-    def tally(
-        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
-    ) -> Select[Any]:
-        return windowed_tally(rows, by, item, largest, examples=examples, every=every)
 
 
 def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], action: str) -> None:

@@ -8,21 +8,19 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, Table, Unicode, event, exc
+from sqlalchemy import Table, event, exc
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import URL, Connection, Dialect, Engine
-from sqlalchemy.sql import FromClause
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.engine import URL, Connection, Engine
 
 from rpquery.store.dialects._base import (
     OnConflictWrites,
+    StandardSQL,
     executemany_insert,
     nothing_deferred,
-    windowed_tally,
 )
 
 
-class SQLite(OnConflictWrites):
+class SQLite(OnConflictWrites, StandardSQL):
     insert = staticmethod(sqlite_dialect.insert)
     name = "sqlite"
     #: The write transaction locks the whole database: a long read inside one stalls
@@ -106,20 +104,6 @@ class SQLite(OnConflictWrites):
 
     def column_collation(self, conn: Connection, table: str, column: str) -> str | None:
         return None
-
-    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
-        return []
-
-    def ratio_as_written(self, value: float) -> float:
-        return value
-
-    def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]:
-        return Unicode(length)  # compares byte for byte already
-
-    def tally(
-        self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
-    ) -> Select[Any]:
-        return windowed_tally(rows, by, item, largest, examples=examples, every=every)
 
 
 def _on_connect(dbapi_conn: Any, record: Any) -> None:
