@@ -69,7 +69,7 @@ def provider_uuid(i: int) -> str:
 @st.composite
 def clouds(draw: st.DrawFn, child_sharing: bool = False) -> Cloud:
     """Random clouds; sharing providers are roots, or any provider without children
-    with ``child_sharing`` (the rejection-reason and headroom tests keep roots only)."""
+    with ``child_sharing``."""
     provs: list[Prov] = []
     for i in range(draw(st.integers(1, 12))):
         parents = [p.name for p in provs if SHARING not in p.traits]

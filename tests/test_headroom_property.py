@@ -1,5 +1,5 @@
 """Property test of capacity headroom: on the random clouds and requests of
-``test_candidates_property`` (nested trees, sharing providers, granular groups,
+``test_candidates_property`` (nested trees, sharing providers (children too), granular groups,
 isolate, same_subtree), each host's headroom equals the brute-force reference of
 ``tests/reference_headroom.py``; the total is their sum when no host takes from a
 sharing provider outside its tree, and never more than that sum otherwise.
@@ -56,7 +56,7 @@ def test_headroom_equals_brute_force(backend: str, request: pytest.FixtureReques
         suppress_health_check=list(HealthCheck),
         database=None,
     )
-    @given(cloud=clouds(), req=st.one_of(one_group(), requests()))
+    @given(cloud=clouds(child_sharing=True), req=st.one_of(one_group(), requests()))
     def check(cloud: Cloud, req: CandidatesRequest) -> None:
         insert(db, cloud)
         expected = reference_headroom(cloud, req)

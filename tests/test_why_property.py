@@ -1,5 +1,5 @@
 """Property test of the rejection reasons: on the random clouds and requests of
-``test_candidates_property`` (nested trees, sharing providers, granular, isolate,
+``test_candidates_property`` (nested trees, sharing providers (children too), granular, isolate,
 same_subtree), the hosts ``explain_no_candidates`` says fit are exactly the roots the
 brute-force reference finds a candidate for, and the counts add up to the hosts.
 
@@ -41,7 +41,7 @@ def test_fit_hosts_equal_brute_force(backend: str, request: pytest.FixtureReques
         suppress_health_check=list(HealthCheck),
         database=None,
     )
-    @given(cloud=clouds(), req=st.one_of(one_group(), requests()))
+    @given(cloud=clouds(child_sharing=True), req=st.one_of(one_group(), requests()))
     def check(cloud: Cloud, req: CandidatesRequest) -> None:
         insert(db, cloud)
         roots = [n for n, p in cloud.p.items() if p.parent is None]

@@ -164,9 +164,9 @@ def _run(
         method = "sql"
     else:
         hosts = [(int(i), str(u), n) for i, u, n in driver_rows(conn, hq.hosts_stmt(), {})]
-        keys = keys_per_host(conn, sharing)
+        keys, root_of = keys_per_host(conn, sharing)
         if single_group_sql(req):
-            alone, fill = _sql_counts(conn, req, names, sharing, keys, [h for h, _, _ in hosts])
+            alone, fill = _sql_counts(conn, req, names, sharing, keys, root_of)
             method = "sql"
         else:
             alone, fill = _search_counts(conn, req, names, sharing, budget, cut)
@@ -250,13 +250,18 @@ def _sql_counts(
     names: q.Names,
     sharing: Sharing,
     keys: Mapping[int, list[int]],
-    hosts: list[int],
+    root_of: Mapping[int, int],
 ) -> tuple[dict[int, int], Any]:
     g = req.groups[0]
     shared = sorted(set().union(*sharing.shared_with.values())) if sharing.shared_with else []
     units: dict[int, Units] = defaultdict(dict)
-    for k, rc, n in driver_rows(conn, _units_stmt(g, names_key(names), tuple(shared)), {}):
+    scope: dict[int, int] = {}
+    for k, rc, n, *rest in driver_rows(conn, _units_stmt(g, names_key(names), tuple(shared)), {}):
         units[int(k)][int(rc)] = int(n or 0)
+        if rest:
+            scope[int(k)] = int(rest[0] or 0)
+    if w.splits_sharing(g, shared):
+        keys = _usable(conn, g, keys, root_of, scope)
     classes = [-1] if g.is_granular else sorted(names.rc_ids[rc] for rc in g.resources)
     alone = {
         h: _count(units[h], [units.get(s, {}) for s in keys.get(h, ()) if s != h], classes)
@@ -285,6 +290,33 @@ def _sql_counts(
         return out
 
     return alone, fill
+
+
+def _usable(
+    conn: Connection,
+    g: RequestGroup,
+    keys: Mapping[int, list[int]],
+    root_of: Mapping[int, int],
+    scope: Mapping[int, int],
+) -> dict[int, list[int]]:
+    """``keys`` without the sharing providers a host may not use in the unsuffixed group
+    (docs/read-path.md *Semantics*): one of its own tree unless it passes there (scope
+    1), one of another tree unless it passes as such (scope 2: its own aggregates only,
+    never under ``in_tree``) and the host's root is in no forbidden aggregate (one more
+    statement, with forbidden aggregates only). A provider without rows has no units."""
+    blocked: set[int] = set()
+    if g.forbidden_aggs:
+        stmt = w.roots_in_aggregates_stmt(sorted(g.forbidden_aggs))
+        blocked = {int(r) for r in conn.execute(stmt).scalars()}
+
+    def usable(s: int, h: int) -> bool:
+        if s not in scope:
+            return True
+        if root_of.get(s, s) == h:
+            return bool(scope[s] & 1)
+        return bool(scope[s] & 2) and h not in blocked
+
+    return {h: [s for s in ss if usable(s, h)] for h, ss in keys.items()}
 
 
 def _count(own: Units, pool: Sequence[Units], classes: Sequence[int]) -> int:

@@ -14,7 +14,11 @@ arithmetic on the rows the candidate query would return (the same filters, the s
         GROUP BY k, rp HAVING COUNT(*) = :classes) GROUP BY k   -- granular group
 
 ``<key>`` is the host (root) id, or the provider's own id for a sharing provider, whose
-units the executor adds to every host it shares with.
+units the executor adds to every host it shares with. In the unsuffixed group with
+``member_of``, forbidden aggregates or ``in_tree``, a sharing provider passes for its
+own tree and for other trees by different rules (docs/read-path.md *Semantics*): the
+filters are ``<own> OR (rp.id IN (:sharing) AND <other>)`` and a ``scope`` column says
+which (1 own, 2 other, 3 both).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql import ColumnElement, Select
 from sqlalchemy.sql.elements import BindParameter
 
+from rpquery.insight import _why_sql as w
 from rpquery.read import _clauses as clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.request import RequestGroup
@@ -68,21 +73,39 @@ def _rows(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Any:
     key: ColumnElement[int] = rp.c.root_provider_id
     if isinstance(sharing_ids, BindParameter) or sharing_ids:
         key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=key)
+    filters: ColumnElement[bool] = sa.and_(sa.true(), *q.group_filters(group, names, rp))
+    scope: list[Any] = []
+    if w.splits_sharing(group, sharing_ids):
+        # a sharing provider may pass for its own tree (1), for others (2) or both
+        is_sharing = rp.c.id.in_(q._ids(sharing_ids))
+        other = sa.and_(is_sharing, *_other_tree_filters(group, names, rp))
+        scope = [(sa.case((filters, 1), else_=0) + sa.case((other, 2), else_=0)).label("scope")]
+        filters = sa.or_(filters, other)
     return (
         sa.select(
             key.label("k"),
             rp.c.id.label("rp"),
             inv.c.resource_class_id.label("rc"),
             _units(group, names, inv, used).label("n"),
+            *scope,
         )
         .select_from(joined)
         .where(
             inv.c.resource_class_id.in_(sorted(names.rc_ids[rc] for rc in group.resources)),
             _fits(group, names, inv, used),
-            *q.group_filters(group, names, rp),
+            filters,
         )
         .cte("r")
     )
+
+
+def _other_tree_filters(group: RequestGroup, names: q.Names, rp: Any) -> list[ColumnElement[bool]]:
+    """The unsuffixed group's filters for a sharing provider serving another tree
+    (:func:`rpquery.insight._why_sql.other_tree_clauses`): its own aggregates only, and
+    none at all under ``in_tree``."""
+    if group.in_tree is not None:
+        return [sa.false()]
+    return q.provider_filters(group, names, rp, with_required=False, root_covers=False)
 
 
 def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
@@ -92,7 +115,10 @@ def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Selec
     (class ``-1``). See the module docstring."""
     rows = _rows(group, names, sharing_ids)
     if not group.is_granular:
-        return sa.select(rows.c.k, rows.c.rc, sa.func.sum(rows.c.n)).group_by(rows.c.k, rows.c.rc)
+        scope = [sa.func.max(rows.c.scope)] if "scope" in rows.c else []
+        return sa.select(rows.c.k, rows.c.rc, sa.func.sum(rows.c.n), *scope).group_by(
+            rows.c.k, rows.c.rc
+        )
     per_rp = (
         sa.select(rows.c.k, sa.func.min(rows.c.n).label("m"))
         .group_by(rows.c.k, rows.c.rp)

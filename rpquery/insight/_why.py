@@ -180,9 +180,10 @@ def _run(
         total, survivors, counted = _counted(conn, req.groups[0], names, examples)
     else:
         hosts = [int(h) for h in conn.execute(w.hosts_stmt()).scalars()]
-        keys = keys_per_host(conn, sharing)
+        keys, root_of = keys_per_host(conn, sharing)
         for gi, g in enumerate(_ordered(req)):
-            _group_verdicts(conn, g, gi, names, sharing, keys, hosts, first, free)
+            seen = SharingSeen(keys, root_of, {}, frozenset(), 0)
+            _group_verdicts(conn, g, gi, names, sharing, seen, hosts, first, free)
         total, survivors, counted = len(hosts), [h for h in hosts if h not in first], {}
     fit = _search(conn, req, names, sharing, survivors, budget, first)
     fit = _root_required(conn, req, names, fit, first)
@@ -258,30 +259,61 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes | bytearray) else str(value)
 
 
-def keys_per_host(conn: Connection, sharing: Sharing) -> dict[int, list[int]]:
+def keys_per_host(
+    conn: Connection, sharing: Sharing
+) -> tuple[dict[int, list[int]], dict[int, int]]:
     """Host → the sharing providers whose levels count for it (those it shares with,
-    and those in its own tree: the statement keys a sharing provider by its own id)."""
+    and those in its own tree: the statement keys a sharing provider by its own id);
+    and each sharing provider's root."""
     ids = sorted(set().union(*sharing.shared_with.values())) if sharing.shared_with else []
     out: dict[int, list[int]] = {h: sorted(s) for h, s in sharing.shared_with.items()}
+    root_of: dict[int, int] = {}
     if ids:
         for rp, root, _uuid, _name in conn.execute(w.roots_of_stmt(ids)):
-            if int(rp) != int(root):
+            root_of[int(rp)] = int(root)
+            if int(rp) != int(root) and int(rp) not in out.get(int(root), ()):
                 out.setdefault(int(root), []).append(int(rp))
-    return out
+    return out, root_of
 
 
 Best = dict[int, tuple[int, float | None, tuple[int, ...]]]
 
 
-def _best(rows: Any, keys: Mapping[int, list[int]], host: int) -> Best:
+@dataclass(frozen=True)
+class SharingSeen:
+    """How a group's rows of sharing providers count for a host: ``keys`` (host →
+    sharing providers), their roots, and (when :func:`rpquery.insight._why_sql.splits_sharing`)
+    ``other``: each sharing provider's rows as another tree sees them; ``blocked``
+    hosts (roots in a forbidden aggregate) see them stop at stage ``cap``."""
+
+    keys: Mapping[int, list[int]]
+    root_of: Mapping[int, int]
+    other: Mapping[int, dict[int, tuple[int, float | None, tuple[int, ...]]]]
+    blocked: frozenset[int]
+    cap: int
+
+    def rows(self, rows: Any, k: int, host: int) -> Mapping[int, Any]:
+        """The rows of key ``k`` (the host, or a sharing provider) as ``host`` sees them:
+        a sharing provider of another tree by its other-tree levels (docs/read-path.md
+        *Semantics*: its own aggregates only, never under ``in_tree``, not for an
+        anchor in a forbidden aggregate)."""
+        if k == host or not self.other or self.root_of.get(k, k) == host:
+            return rows.get(k, {})
+        got = self.other.get(k, {})
+        if host not in self.blocked:
+            return got
+        return {rc: (min(lv, self.cap), None, (0,) * len(f)) for rc, (lv, _, f) in got.items()}
+
+
+def _best(rows: Any, seen: SharingSeen, host: int) -> Best:
     """Per class id: the best level, largest free amount and required flags over the
     host's own providers and the sharing ones that count for it."""
-    extra = keys.get(host)
+    extra = seen.keys.get(host)
     if not extra:
         return rows.get(host, {})
     out: Best = {}
     for k in (host, *extra):
-        for rc, (level, room, flags) in rows.get(k, {}).items():
+        for rc, (level, room, flags) in seen.rows(rows, k, host).items():
             old = out.get(rc)
             if old is None:
                 out[rc] = (level, room, flags)
@@ -298,7 +330,7 @@ def _group_verdicts(
     gi: int,
     names: q.Names,
     sharing: Sharing,
-    keys: Mapping[int, list[int]],
+    seen: SharingSeen,
     hosts: Sequence[int],
     first: dict[int, Verdict],
     free: dict[tuple[str, str], dict[int, float]],
@@ -316,16 +348,23 @@ def _group_verdicts(
         return
     shared = sorted(set().union(*sharing.shared_with.values())) if sharing.shared_with else []
     rows: dict[int, dict[int, tuple[int, float | None, tuple[int, ...]]]] = defaultdict(dict)
-    for k, rc, level, room, *flags in driver_rows(conn, w.levels_stmt(g, names, shared), {}):
-        rows[int(k)][int(rc)] = (
-            int(level),
-            None if room is None else float(room),
-            tuple(int(f or 0) for f in flags),
-        )
-    bare = [h for h in hosts if not _best(rows, keys, h)]
+    other: dict[int, dict[int, tuple[int, float | None, tuple[int, ...]]]] = defaultdict(dict)
+    nreq = 0 if g.is_granular else len(g.required)
+    for k, rc, level, room, *rest in driver_rows(conn, w.levels_stmt(g, names, shared), {}):
+        rows[int(k)][int(rc)] = _level_row(level, room, rest[:nreq])
+        if len(rest) > nreq and rest[nreq] is not None:  # a sharing provider, for other trees
+            other[int(k)][int(rc)] = _level_row(rest[nreq], rest[nreq + 1], rest[nreq + 2 :])
+    if w.splits_sharing(g, shared):
+        blocked: frozenset[int] = frozenset()
+        if g.forbidden_aggs:
+            stmt = w.roots_in_aggregates_stmt(sorted(g.forbidden_aggs))
+            blocked = frozenset(int(r) for r in conn.execute(stmt).scalars())
+        cap = next((i for i, s in enumerate(stages) if s.code == "forbidden_aggregate"), 0)
+        seen = dataclasses.replace(seen, other=other, blocked=blocked, cap=cap)
+    bare = [h for h in hosts if not _best(rows, seen, h)]
     bare_verdicts = _bare_verdicts(conn, g, gi, names, stages, bare)
     for h in hosts:
-        best = _best(rows, keys, h)
+        best = _best(rows, seen, h)
         verdict = bare_verdicts.get(h) or _host_verdict(g, gi, names, stages, best)
         if verdict is not None:
             _note(first, h, verdict)
@@ -333,6 +372,12 @@ def _group_verdicts(
                 room = best[names.rc_ids[verdict[5]]][1]
                 if room is not None:
                     free[(g.suffix, verdict[5])][h] = room
+
+
+def _level_row(
+    level: Any, room: Any, flags: Sequence[Any]
+) -> tuple[int, float | None, tuple[int, ...]]:
+    return int(level), None if room is None else float(room), tuple(int(f or 0) for f in flags)
 
 
 def _bare_verdicts(

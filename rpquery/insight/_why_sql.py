@@ -86,11 +86,23 @@ def text_of(names: Sequence[str] | frozenset[str]) -> str:
     return ",".join(sorted(names))
 
 
-def _filter(group: RequestGroup, names: q.Names, rp: FromClause, **only: Any) -> Any:
+def _filter(
+    group: RequestGroup,
+    names: q.Names,
+    rp: FromClause,
+    root_covers: bool | None = None,
+    **only: Any,
+) -> Any:
     """The candidate query's clauses for one of ``group``'s filters
-    (:func:`rpquery.read.candidates._sql.group_filters` of a group with only that filter)."""
+    (:func:`rpquery.read.candidates._sql.group_filters` of a group with only that filter;
+    ``root_covers=False``: the provider's own aggregates only)."""
     one = RequestGroup(suffix=group.suffix, **only)
-    return sa.and_(sa.true(), *q.group_filters(one, names, rp))
+    return sa.and_(
+        sa.true(),
+        *q.provider_filters(
+            one, names, rp, with_required=one.is_granular, root_covers=root_covers
+        ),
+    )
 
 
 def filter_stages(group: RequestGroup, names: q.Names, rp: FromClause) -> list[Stage]:
@@ -119,6 +131,44 @@ def filter_stages(group: RequestGroup, names: q.Names, rp: FromClause) -> list[S
         clause = _filter(group, names, rp, forbidden=group.forbidden)
         out.append(Stage("forbidden_trait", text_of(group.forbidden), clause))
     return out
+
+
+def splits_sharing(group: RequestGroup, sharing_ids: q.Ids) -> bool:
+    """Does a sharing provider pass ``group``'s filters differently for another tree
+    than for its own? Only in the unsuffixed group, with ``member_of``, forbidden
+    aggregates or ``in_tree``, and sharing providers in play (see
+    :func:`other_tree_clauses`)."""
+    if group.is_granular or not (isinstance(sharing_ids, BindParameter) or sharing_ids):
+        return False
+    return bool(group.member_of or group.forbidden_aggs or group.in_tree is not None)
+
+
+def other_tree_clauses(
+    group: RequestGroup, names: q.Names, rp: FromClause
+) -> dict[str, ColumnElement[bool]]:
+    """Stage code → the clause a sharing provider must pass to serve *another* tree in
+    the unsuffixed group, where it differs from :func:`filter_stages`' (the candidate
+    query's rules, docs/read-path.md *Semantics*): ``member_of`` and forbidden
+    aggregates on its own aggregates only (its root's do not count there; the anchor's
+    forbidden aggregates are the executor's: :func:`roots_in_aggregates_stmt`), and
+    ``in_tree`` never (it fixes the anchor: a sharing provider in that tree serves it
+    alone)."""
+    out: dict[str, ColumnElement[bool]] = {}
+    if group.in_tree is not None:
+        out["in_tree"] = sa.false()
+    if group.member_of:
+        out["member_of"] = _filter(group, names, rp, False, member_of=group.member_of)
+    if group.forbidden_aggs:
+        aggs = group.forbidden_aggs
+        out["forbidden_aggregate"] = _filter(group, names, rp, False, forbidden_aggs=aggs)
+    return out
+
+
+def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
+    """Roots in one of ``agg_uuids`` (a forbidden aggregate of the unsuffixed group):
+    no sharing provider serves them
+    (:func:`rpquery.read.candidates._sql.roots_in_aggregates_stmt`)."""
+    return q.roots_in_aggregates_stmt(sorted(agg_uuids))
 
 
 def _pre_required(stages: Sequence[Stage]) -> int:
@@ -213,6 +263,17 @@ def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[A
         sa.case((sa.and_(level >= pre, has), 1), else_=0).label(f"req_{i}")
         for i, has in enumerate(has_sets)
     ]
+    if splits_sharing(group, sharing_ids):
+        # a sharing provider's level for another tree: NULL on other rows
+        other = other_tree_clauses(group, names, rp)
+        ostages = [Stage(s.code, s.detail, other.get(s.code, s.clause)) for s in stages]
+        olevel = _level(group, names, ostages, inv, used)
+        is_sharing = rp.c.id.in_(q._ids(sharing_ids))
+        flags.append(sa.case((is_sharing, olevel)).label("olevel"))
+        flags += [
+            sa.case((sa.and_(olevel >= pre, has), 1), else_=0).label(f"oreq_{i}")
+            for i, has in enumerate(has_sets)
+        ]
     rc_ids = sorted(names.rc_ids[rc] for rc in group.resources)
     stmt = (
         sa.select(
@@ -237,16 +298,26 @@ def levels_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Sele
     provider reaches for all of them.
 
     ``SELECT k, rc, MAX(level), MAX(CASE WHEN level >= :n THEN free END), MAX(req_0) ...
-    FROM r GROUP BY k, rc`` (see the module docstring)."""
+    FROM r GROUP BY k, rc`` (see the module docstring). When :func:`splits_sharing`, a
+    sharing provider's row also has the level, free amount and flags it reaches serving
+    another tree (``olevel, ofree, oreq_0 ...``; ``NULL`` for the hosts' rows)."""
     r, n = rows_cte(group, names, sharing_ids)
     nreq = 0 if group.is_granular else len(group.required)
     free = sa.func.max(sa.case((r.c.level >= n, r.c.free)))
+    other: list[Any] = []
+    if splits_sharing(group, sharing_ids):
+        other = [
+            sa.func.max(r.c.olevel).label("olevel"),
+            sa.func.max(sa.case((r.c.olevel >= n, r.c.free))).label("ofree"),
+            *(sa.func.max(r.c[f"oreq_{i}"]).label(f"oreq_{i}") for i in range(nreq)),
+        ]
     per_class = sa.select(
         r.c.k,
         r.c.rc,
         sa.func.max(r.c.level).label("level"),
         free.label("free"),
         *(sa.func.max(r.c[f"req_{i}"]).label(f"req_{i}") for i in range(nreq)),
+        *other,
     ).group_by(r.c.k, r.c.rc)
     if not group.is_granular or len(group.resources) < 2:
         return per_class
