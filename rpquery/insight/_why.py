@@ -28,7 +28,9 @@ are left. The stages reuse the candidate query's own clauses, so a host told to 
 a host :func:`rpquery.read.candidates.allocation_candidates` returns.
 
 Where a filter is tested: on the providers that hold an inventory of a requested class
-(sharing providers count for every host they share with); a host with none of the
+(sharing providers count for every host they may serve: in the unsuffixed group, for
+another tree by their own aggregates only, never under ``in_tree``, and not for a host
+in a forbidden aggregate, as the candidate query's rules say); a host with none of the
 group's classes, on every provider of its tree (the first filter none passes, else
 ``no_inventory``).
 """
