@@ -289,6 +289,32 @@ def test_forbidden_aggregate_of_the_anchor_excludes_its_sharing_providers(db: Da
     }
 
 
+@pytest.mark.parametrize("limit", ["", "&limit=5"])
+def test_forbidden_root_excludes_its_children_with_no_sharing_provider(
+    db: Database, limit: str
+) -> None:
+    """A root in a forbidden aggregate of the unsuffixed group rules out its children,
+    also when the roots are restricted (``root_required``, ``limit``) and no sharing
+    provider takes part: the sharing providers' exemption from it is an empty list
+    then. PostgreSQL and MariaDB once returned the child here (an empty expanding
+    parameter rendered as ``IN`` where it stood for ``NOT IN``; differential seeds 23,
+    65, 67). Placement 16.0 returns only ``cn2_numa``."""
+    with db.begin() as conn:
+        cn1 = provider(conn, "cn1", aggregates=[AGG_A], traits=["HW_CPU_X86_AVX2"])
+        provider(conn, "cn1_numa", parent=cn1, inventory={"MEMORY_MB": 2048})
+        cn2 = provider(conn, "cn2", aggregates=[AGG_B], traits=["HW_CPU_X86_AVX2"])
+        provider(conn, "cn2_numa", parent=cn2, inventory={"MEMORY_MB": 2048})
+    for qs in (
+        f"resources=MEMORY_MB:512&member_of=!{AGG_A}&root_required=HW_CPU_X86_AVX2",
+        f"resources=MEMORY_MB:512&member_of=!in:{AGG_C},{AGG_A}&root_required=HW_CPU_X86_AVX2",
+        f"resources=MEMORY_MB:512&member_of=!{AGG_A}",
+    ):
+        got = allocation_candidates(db, qs + limit)
+        assert by_name(db, got) == {((("cn2_numa", "MEMORY_MB", 512),), (("", ("cn2_numa",)),))}, (
+            qs
+        )
+
+
 # ------------------------------------------------------------------ in_tree and sharing
 
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from benchmarks import shapes
 from rpquery.db import Database
@@ -29,7 +31,7 @@ NAMES = q.Names(
 )
 AGGS = [f"11111111-2222-4333-8444-55555555555{i}" for i in range(3)]
 #: Bound per batch, not by the group (the roots, the sharing providers).
-BATCH = {"root_ids", "sharing_ids", "exclude_ids"}
+BATCH = {"root_ids", "sharing_ids", "sharing_exempt", "exclude_ids"}
 
 
 def bind_names(stmt: sa.ClauseElement) -> set[str]:
@@ -59,6 +61,41 @@ def test_every_value_of_a_random_request_is_a_named_parameter(limit: int | None)
             assert names - BATCH <= set(values) | (set(roots_values) if batch is None else set())
         stmt, values = ex._sharing_query(req, NAMES)
         assert bind_names(stmt) <= set(values)
+
+
+def expanding_ops(stmt: sa.ClauseElement) -> dict[str, set[str]]:
+    """Each expanding parameter's name → the operators it stands under (``in_op``,
+    ``not_in_op``)."""
+    seen: dict[str, set[str]] = {}
+    for node in visitors.iterate(stmt):
+        right = getattr(node, "right", None)
+        expanding = isinstance(right, BindParameter) and right.expanding
+        if isinstance(node, BinaryExpression) and expanding:
+            seen.setdefault(right.key, set()).add(node.operator.__name__)
+    return seen
+
+
+@pytest.mark.parametrize("limit", [None, 10])
+def test_no_expanding_parameter_is_used_both_in_and_not_in(limit: int | None) -> None:
+    """SQLAlchemy renders an *empty* expanding parameter once per name, as ``IN`` or as
+    ``NOT IN``: a name under both renders one of them wrong on PostgreSQL and MySQL
+    (``x NOT IN (NULL) AND (1 != 1)``, always false). It happened: the unsuffixed
+    group's forbidden-aggregate exemption reused ``sharing_ids``, so with no sharing
+    provider a root in a forbidden aggregate no longer excluded its children (found
+    by the differential test, PostgreSQL and MariaDB, cloud seeds 23, 65, 67)."""
+    checked = 0
+    for qs in shapes.requests(5, 150, AGGS):
+        req = parse_candidates(qs)
+        batch = ex.batches(limit)[0]
+        roots, _ = ex.roots_query(req, NAMES, (), batch, False)
+        stmts = [] if roots is None else [roots]
+        scope = ex.scope_key(ex.ROOT_IDS if batch is not None else roots)
+        stmts += [ex._stmt(ex.group_statement(g, NAMES)[0], scope) for g in req.groups]
+        for stmt in stmts:
+            for key, ops in expanding_ops(stmt).items():
+                assert len(ops) == 1, (qs, key, ops)
+                checked += 1
+    assert checked > 100
 
 
 def test_requests_differing_only_in_values_share_their_statements() -> None:

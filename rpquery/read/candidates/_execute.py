@@ -32,6 +32,11 @@ from rpquery.store.tables import resource_providers
 
 ROOT_IDS = ids_param("root_ids")
 SHARING_IDS = ids_param("sharing_ids")
+#: The same ids under another name, for the root's forbidden-aggregate test
+#: (``rp.id NOT IN``): SQLAlchemy renders an empty expanding parameter once per name,
+#: as ``IN`` or as ``NOT IN``, so a name used both ways renders one of them wrong when
+#: the list is empty (PostgreSQL, MySQL: ``NOT IN (NULL) AND (1 != 1)``, always false)
+SHARING_EXEMPT = ids_param("sharing_exempt")
 EXCLUDE_IDS = ids_param("exclude_ids")
 SUMMARY = q.summary_stmt("tree_ids")
 SUMMARY_TRAITS = q.summary_traits_stmt("tree_ids")
@@ -312,7 +317,7 @@ class GroupRows:
 
     def build(self, scope: q.RootScope) -> sa.Select:
         shape = self.shape
-        exempt = SHARING_IDS if not shape.granular and shape.filters.forbidden_aggs else None
+        exempt = SHARING_EXEMPT if not shape.granular and shape.filters.forbidden_aggs else None
         return q.group_rows_of(shape, Binds(), scope, _sharing_ids(scope), exempt)
 
 
@@ -492,7 +497,8 @@ def load_groups(
     else:
         shared_with = sharing.shared_with
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
-    run = _Run(conn, names, scope, {**roots.params, "sharing_ids": sharing_ids})
+    shared = {"sharing_ids": sharing_ids, "sharing_exempt": sharing_ids}
+    run = _Run(conn, names, scope, {**roots.params, **shared})
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
     slots: list[Slot] = []
@@ -576,5 +582,7 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     for g in req.groups:
         what, values = group_statement(g, names)
         stmt = _stmt(what, scope_key(roots))
-        out.append(stmt.params({**roots_values, **values, "sharing_ids": []}))
+        out.append(
+            stmt.params({**roots_values, **values, "sharing_ids": [], "sharing_exempt": []})
+        )
     return out
