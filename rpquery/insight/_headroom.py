@@ -258,8 +258,8 @@ def _sql_counts(
     scope: dict[int, int] = {}
     for k, rc, n, *rest in driver_rows(conn, _units_stmt(g, names_key(names), tuple(shared)), {}):
         units[int(k)][int(rc)] = int(n or 0)
-        if rest:
-            scope[int(k)] = int(rest[0] or 0)
+        if rest and rest[0] is not None:  # a sharing provider's trees
+            scope[int(k)] = int(rest[0])
     if w.splits_sharing(g, shared):
         keys = _usable(conn, g, keys, root_of, scope)
     classes = [-1] if g.is_granular else sorted(names.rc_ids[rc] for rc in g.resources)

@@ -17,8 +17,9 @@ arithmetic on the rows the candidate query would return (the same filters, the s
 units the executor adds to every host it shares with. In the unsuffixed group with
 ``member_of``, forbidden aggregates or ``in_tree``, a sharing provider passes for its
 own tree and for other trees by different rules (docs/read-path.md *Semantics*): the
-filters are ``<own> OR (rp.id IN (:sharing) AND <other>)`` and a ``scope`` column says
-which (1 own, 2 other, 3 both).
+filters spare it its root's forbidden aggregates, as the candidate query's do, and a
+``scope`` column on its rows says which trees it may serve (1 its own, 2 others, 3
+both).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.insight import _why_sql as w
 from rpquery.read import _clauses as clauses
+from rpquery.read._clauses import Binds
+from rpquery.read._filters import filter_shape, shape_filters
 from rpquery.read.candidates import _sql as q
 from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
@@ -73,14 +76,10 @@ def _rows(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Any:
     key: ColumnElement[int] = rp.c.root_provider_id
     if isinstance(sharing_ids, BindParameter) or sharing_ids:
         key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=key)
-    filters: ColumnElement[bool] = sa.and_(sa.true(), *q.group_filters(group, names, rp))
+    filters = q.group_filters(group, names, rp)
     scope: list[Any] = []
     if w.splits_sharing(group, sharing_ids):
-        # a sharing provider may pass for its own tree (1), for others (2) or both
-        is_sharing = rp.c.id.in_(q._ids(sharing_ids))
-        other = sa.and_(is_sharing, *_other_tree_filters(group, names, rp))
-        scope = [(sa.case((filters, 1), else_=0) + sa.case((other, 2), else_=0)).label("scope")]
-        filters = sa.or_(filters, other)
+        filters, scope = _sharing_scope(group, names, rp, q._ids(sharing_ids))
     return (
         sa.select(
             key.label("k"),
@@ -93,19 +92,35 @@ def _rows(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Any:
         .where(
             inv.c.resource_class_id.in_(sorted(names.rc_ids[rc] for rc in group.resources)),
             _fits(group, names, inv, used),
-            filters,
+            *filters,
         )
         .cte("r")
     )
 
 
-def _other_tree_filters(group: RequestGroup, names: q.Names, rp: Any) -> list[ColumnElement[bool]]:
-    """The unsuffixed group's filters for a sharing provider serving another tree
-    (:func:`rpquery.insight._why_sql.other_tree_clauses`): its own aggregates only, and
-    none at all under ``in_tree``."""
-    if group.in_tree is not None:
-        return [sa.false()]
-    return q.provider_filters(group, names, rp, with_required=False, root_covers=False)
+def _sharing_scope(
+    group: RequestGroup, names: q.Names, rp: Any, sharing: q.Ids
+) -> tuple[list[ColumnElement[bool]], list[Any]]:
+    """The unsuffixed group's filters with sharing providers in play, as the candidate
+    query has them (:func:`rpquery.read.candidates._sql.group_rows_of` with
+    ``root_exempt``: a sharing provider is not excluded by its root's forbidden
+    aggregates, as it may serve other trees), and a ``scope`` column on a sharing
+    provider's rows: 1 when it may serve its own tree (its root in no forbidden
+    aggregate), + 2 when other trees (itself in every ``member_of`` term, no
+    ``in_tree``: docs/read-path.md *Semantics*). Every other part of the filters is the
+    same for both, and is in the ``WHERE``; ``NULL`` on other providers' rows."""
+    shape, values = filter_shape(group, names, "")
+    filters = shape_filters(
+        shape, Binds(values), rp, with_required=False, root_covers=True, root_exempt=sharing
+    )
+    own: ColumnElement[bool] = sa.true()
+    if group.forbidden_aggs:
+        own = clauses.not_in_aggregates(rp.c.root_provider_id, sorted(group.forbidden_aggs))
+    other: ColumnElement[bool] = sa.false() if group.in_tree is not None else sa.true()
+    if group.member_of and group.in_tree is None:
+        other = clauses.in_every_aggregate_set(rp.c.id, [sorted(s) for s in group.member_of])
+    value = sa.case((own, 1), else_=0) + sa.case((other, 2), else_=0)
+    return filters, [sa.case((rp.c.id.in_(sharing), value)).label("scope")]
 
 
 def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
