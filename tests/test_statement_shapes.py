@@ -31,7 +31,7 @@ NAMES = q.Names(
 )
 AGGS = [f"11111111-2222-4333-8444-55555555555{i}" for i in range(3)]
 #: Bound per batch, not by the group (the roots, the sharing providers).
-BATCH = {"root_ids", "sharing_ids", "sharing_exempt", "exclude_ids"}
+BATCH = {"root_ids", "roots_lo", "roots_hi", "sharing_ids", "sharing_exempt", "exclude_ids"}
 
 
 def bind_names(stmt: sa.ClauseElement) -> set[str]:
@@ -43,22 +43,43 @@ def bind_names(stmt: sa.ClauseElement) -> set[str]:
     return {b.key for b in binds if not b.key.startswith("%(")}
 
 
-@pytest.mark.parametrize("limit", [None, 10])
-def test_every_value_of_a_random_request_is_a_named_parameter(limit: int | None) -> None:
+#: A request's batches: every root; the first of a walk in id order (scoped by a range
+#: of ids, or by the ids when root filters leave some roots out); a later one (after
+#: a root); random roots that could serve (scoped by their ids); every root left.
+BATCHES = [
+    ex.Batch(),
+    ex.Batch(10, walk=True),
+    ex.Batch(10, walk=True, after=7),
+    ex.Batch(10),
+    ex.Batch(exclude=(3, 5)),
+]
+
+
+def batch_scope(batch: ex.Batch, roots: sa.Select | None, filtered: bool) -> ex.ScopeKey:
+    """The scope :func:`rpquery.read.candidates._execute.select_roots` gives the batch's
+    other statements."""
+    if batch.limit is None:
+        return ex.scope_key(roots)
+    return ex.scope_key(ex.ROOT_RANGE if batch.walk and not filtered else ex.ROOT_IDS)
+
+
+@pytest.mark.parametrize("batch", BATCHES)
+def test_every_value_of_a_random_request_is_a_named_parameter(batch: ex.Batch) -> None:
     """No value is written into a statement: each named parameter gets its value from
     the request (values the statement does not use are ignored at execution), and the
     anonymous ones are constants (:func:`bind_names`)."""
     for qs in shapes.requests(3, 150, AGGS):
         req = parse_candidates(qs)
-        batch = ex.batches(limit)[0]
-        roots, roots_values = ex.roots_query(req, NAMES, (), batch, False)
+        roots, roots_values, filtered = ex.roots_query(req, NAMES, (), batch)
         if roots is not None:
             assert bind_names(roots) - BATCH <= set(roots_values), qs
-        scope = ex.scope_key(ex.ROOT_IDS if batch is not None else roots)
+        scope = batch_scope(batch, roots, filtered)
         for g in req.groups:
             what, values = ex.group_statement(g, NAMES)
             names = bind_names(ex._stmt(what, scope))
-            assert names - BATCH <= set(values) | (set(roots_values) if batch is None else set())
+            assert names - BATCH <= set(values) | (
+                set(roots_values) if batch.limit is None else set()
+            )
         stmt, values = ex._sharing_query(req, NAMES)
         assert bind_names(stmt) <= set(values)
 
@@ -75,8 +96,8 @@ def expanding_ops(stmt: sa.ClauseElement) -> dict[str, set[str]]:
     return seen
 
 
-@pytest.mark.parametrize("limit", [None, 10])
-def test_no_expanding_parameter_is_used_both_in_and_not_in(limit: int | None) -> None:
+@pytest.mark.parametrize("batch", BATCHES)
+def test_no_expanding_parameter_is_used_both_in_and_not_in(batch: ex.Batch) -> None:
     """SQLAlchemy renders an *empty* expanding parameter once per name, as ``IN`` or as
     ``NOT IN``: a name under both renders one of them wrong on PostgreSQL and MySQL
     (``x NOT IN (NULL) AND (1 != 1)``, always false). It happened: the unsuffixed
@@ -86,10 +107,9 @@ def test_no_expanding_parameter_is_used_both_in_and_not_in(limit: int | None) ->
     checked = 0
     for qs in shapes.requests(5, 150, AGGS):
         req = parse_candidates(qs)
-        batch = ex.batches(limit)[0]
-        roots, _ = ex.roots_query(req, NAMES, (), batch, False)
+        roots, _, filtered = ex.roots_query(req, NAMES, (), batch)
         stmts = [] if roots is None else [roots]
-        scope = ex.scope_key(ex.ROOT_IDS if batch is not None else roots)
+        scope = batch_scope(batch, roots, filtered)
         stmts += [ex._stmt(ex.group_statement(g, NAMES)[0], scope) for g in req.groups]
         for stmt in stmts:
             for key, ops in expanding_ops(stmt).items():
@@ -106,8 +126,12 @@ def test_requests_differing_only_in_values_share_their_statements() -> None:
         f"resources=VCPU:4,MEMORY_MB:2048&required=!CUSTOM_RACK_3"
         f"&member_of=in:{AGGS[1]},{AGGS[2]}&limit=50"
     )
-    roots = [ex.roots_query(r, NAMES, (), ex.batches(r.limit)[0], False) for r in (one, two)]
-    assert roots[0][0] is roots[1][0] and roots[0][1] != roots[1][1]
+    for randomize in (False, True):
+        roots = [
+            ex.roots_query(r, NAMES, (), ex.Batches(r.limit, randomize=randomize).first())
+            for r in (one, two)
+        ]
+        assert roots[0][0] is roots[1][0] and roots[0][1] != roots[1][1]
     groups = [ex.group_statement(r.groups[0], NAMES) for r in (one, two)]
     assert groups[0][0] == groups[1][0] and groups[0][1] != groups[1][1]
     # a new structure (one more forbidden trait set, another class) is another statement

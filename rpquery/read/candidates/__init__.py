@@ -34,8 +34,9 @@ from rpquery.policies.base import HostPolicy
 from rpquery.read._policies import keep_and_weigh
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._execute import (
+    Batch,
+    Batches,
     Loaded,
-    batches,
     fetch_names,
     fetch_sharing,
     fetch_summaries,
@@ -43,6 +44,7 @@ from rpquery.read.candidates._execute import (
     load_groups,
     select_roots,
     statements_for,
+    walk_key,
 )
 from rpquery.read.candidates._results import (
     AllocationCandidates,
@@ -122,18 +124,20 @@ def _run(
     names = fetch_names(conn, req)
     sharing = fetch_sharing(conn, req, names)
     push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
+    stop = req.limit if push_limit else None
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
-    exclude: list[int] = []
     root_of: dict[int, int] = {}
-    for batch_limit in batches(req.limit if push_limit else None):
-        roots = select_roots(conn, req, names, policies, batch_limit, exclude, sharing.rc_ids)
-        loaded = load_groups(conn, req, names, roots, sharing)
-        _collect(loaded, req, found, seen, budget, stop=req.limit if push_limit else None)
-        root_of.update(loaded.data.root_of)
-        exclude.extend(loaded.anchors if roots.ids is not None else ())
-        if batch_limit is None or len(found) >= (req.limit or 0) or roots.exhausted:
-            break
+    plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req))
+    batch: Batch | None = plan.first()
+    while batch is not None:
+        roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
+        searched = 0
+        if roots.ids != []:
+            loaded = load_groups(conn, req, names, roots, sharing)
+            searched = _collect(loaded, req, found, seen, budget, stop)
+            root_of.update(loaded.data.root_of)
+        batch = plan.next(batch, roots, len(found), searched)
     chosen = _apply_policies(conn, found, policies, req)
     return _summarise(conn, chosen, names, root_of)
 
@@ -145,18 +149,18 @@ def _collect(
     seen: set[tuple[object, ...]],
     budget: SearchBudget,
     stop: int | None,
-) -> None:
+) -> int:
     """Search every anchor of the batch into ``found``. With ``limit``, at most
     ``limit`` candidates per anchor (policies keep, weigh and shuffle whole trees, so
     a tree's later candidates could never be returned), and the whole search stops at
-    ``stop`` candidates."""
+    ``stop`` candidates. Returns how many anchors it searched."""
     shared = loaded.sharing_ids
     slots, data, rules = loaded.slots, loaded.data, loaded.rules
     limit = stop if stop is not None and not req.randomize else None
     per_anchor = req.limit
     allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
     plan = plan_slots(slots, rules)
-    for root in loaded.anchors:
+    for searched, root in enumerate(loaded.anchors, 1):
         taken = 0
         for cand in search_anchor(root, slots, data, rules, plan, budget):
             # Only a candidate made of sharing providers alone can be reached from
@@ -169,9 +173,10 @@ def _collect(
             found.append(cand)
             taken += 1
             if limit is not None and len(found) >= limit:
-                return
+                return searched
             if per_anchor is not None and taken >= per_anchor:
                 break
+    return len(loaded.anchors)
 
 
 def _apply_policies(

@@ -58,8 +58,20 @@ _TP = resource_providers.alias("tp")
 #: The anchor roots' alias of :func:`roots_stmt` (policies' clauses are built on it)
 ROOT = resource_providers.alias("root")
 
-#: Roots given as ids, an expanding bind parameter or a subquery (``None``: every root).
-RootScope = Sequence[int] | BindParameter[Any] | Select | None
+
+@dataclass(frozen=True)
+class RootRange:
+    """Every tree whose root id is in ``[lo, hi]`` (values or bind parameters): a batch
+    of consecutive roots in id order, ``rp.root_provider_id BETWEEN lo AND hi`` (one
+    index range; no list of ids to send, parse and plan)."""
+
+    lo: int | BindParameter[Any]
+    hi: int | BindParameter[Any]
+
+
+#: Roots given as ids, an expanding bind parameter, a subquery or a range of ids
+#: (``None``: every root).
+RootScope = Sequence[int] | BindParameter[Any] | Select | RootRange | None
 
 
 # ------------------------------------------------------------------ per-provider filters
@@ -129,7 +141,10 @@ def _fits_one_of(
 def _scope(rp: FromClause, roots: RootScope, sharing_ids: Ids) -> list[ColumnElement[bool]]:
     if roots is None:
         return []
-    local = rp.c.root_provider_id.in_(_ids(roots) if not isinstance(roots, Select) else roots)
+    if isinstance(roots, RootRange):
+        local = rp.c.root_provider_id.between(roots.lo, roots.hi)
+    else:
+        local = rp.c.root_provider_id.in_(_ids(roots) if not isinstance(roots, Select) else roots)
     if not isinstance(sharing_ids, BindParameter) and not sharing_ids:
         return [local]
     return [sa.or_(local, rp.c.id.in_(_ids(sharing_ids)))]
@@ -421,14 +436,17 @@ def roots_stmt(
     limit: int | BindParameter[Any] | None = None,
     randomize: bool = False,
     exclude: Ids = (),
+    after: int | BindParameter[Any] | None = None,
     root: FromClause | None = None,
 ) -> Select:
     """Anchor roots: ``SELECT root.id FROM resource_providers root
     WHERE root.parent_provider_id IS NULL AND <root_required EXISTS / NOT EXISTS>
-    AND <policy clauses> AND <could_serve ...> ORDER BY root.id | random() LIMIT :n``
+    AND <policy clauses> AND <could_serve ...> [AND root.id > :after]
+    ORDER BY root.id | random() LIMIT :n``
 
     ``root_required``: trait ids, or one expanding parameter per trait (each bound to
-    a one-id list: the same SQL)."""
+    a one-id list: the same SQL). ``after``: only roots past it (a walk over the roots
+    in id order, batch by batch)."""
     root = root if root is not None else ROOT
     stmt = sa.select(root.c.id).where(root.c.parent_provider_id.is_(None))
     if root_required:
@@ -441,6 +459,8 @@ def roots_stmt(
     stmt = stmt.where(*policy_clauses, *serve_clauses)
     if isinstance(exclude, BindParameter) or exclude:
         stmt = stmt.where(root.c.id.not_in(_ids(exclude)))
+    if after is not None:
+        stmt = stmt.where(root.c.id > after)
     if limit is not None:
         order = dialects.random_order() if randomize else root.c.id
         stmt = stmt.order_by(order).limit(limit)
