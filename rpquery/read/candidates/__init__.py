@@ -9,8 +9,9 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 
 1. names → ids (one statement);
 2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
-   policy needing every host, a per-class "could serve" test plus ``ORDER BY``/``LIMIT``
-   so only a batch of trees is looked at);
+   policy needing every host, a batch of roots in id order, ``ORDER BY``/``LIMIT``, so
+   only a batch of trees is looked at; steps 2-4 run again for the next batch until
+   ``limit`` candidates are found: :class:`~rpquery.read.candidates._execute.Batches`);
 3. sharing pairs, then one statement per request group with capacity, usage, traits and
    aggregates (:mod:`rpquery.read.candidates._sql`);
 4. the pruning search (:mod:`rpquery.read.candidates._search`, lazy, under a step budget:

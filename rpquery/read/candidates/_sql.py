@@ -8,8 +8,9 @@ whatever the size of the cloud):
 1. :func:`~rpquery.read._names.names_stmt` — resource class and trait ids of the request
    (one ``UNION ALL``);
 2. :func:`roots_stmt` — anchor roots: ``root_required``, policies' ``where``, and (when
-   ``limit`` can be pushed down) a cheap per-class "could this tree serve it" test,
-   ordered and limited;
+   ``limit`` can be pushed down) ordered and limited, a batch at a time (in id order
+   after the last batch's root; in random order with a per-class "could this tree
+   serve it" test, :func:`could_serve_of`);
 3. :func:`sharing_stmt` — (sharing provider, tree it shares with) pairs;
 4. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
    traits and aggregates of every provider in play; :func:`resourceless_stmt` for
@@ -398,8 +399,9 @@ def could_serve(
 def could_serve_of(
     shape: GroupShape, binds: Binds, root_id: ColumnElement[int]
 ) -> ColumnElement[bool]:
-    """Necessary test for ``roots_stmt``: a provider of the tree passes ``group``'s
-    filters and has room for ``amount`` of ``rc``. (Not used for classes a sharing
+    """Necessary test for ``roots_stmt`` (a randomized ``limit``'s random roots): a
+    provider of the tree passes ``group``'s filters and has room for ``amount`` of
+    ``rc``. (Not used for classes a sharing
     provider offers: those trees may rely on sharing.)
 
     ``EXISTS (SELECT * FROM resource_providers np, inventories ni
