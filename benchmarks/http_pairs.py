@@ -61,7 +61,10 @@ def pairs(
     with ExitStack() as stack:
         bases = {"placement": stack.enter_context(placement_server(url))}
         if before is not None:
-            with _env("PYTHONPATH", before):
+            # PYTHONSAFEPATH: `python -m rpquery` otherwise puts the working directory
+            # first on sys.path, ahead of PYTHONPATH, and run from a checkout "before"
+            # served that checkout's code, not the earlier one's
+            with _env("PYTHONPATH", before), _env("PYTHONSAFEPATH", "1"):
                 bases["before"] = stack.enter_context(serving(url, workers=2, threads=4)).base
         bases["rpquery"] = stack.enter_context(serving(url, workers=2, threads=4)).base
         clients = {k: HttpClient(base, version="1.39") for k, base in bases.items()}
