@@ -189,17 +189,71 @@ TREES_CLAUSE = {
 }
 
 
+TRAIT_IDS = {
+    # a provider's traits as one text of ids, no join with traits (names come once per id)
+    "postgresql": "(SELECT string_agg(CAST(rpt.trait_id AS TEXT), ',') AS concat_agg_1 "
+    "FROM resource_provider_traits AS rpt WHERE rpt.resource_provider_id = rp.id) AS trait_ids",
+    "sqlite": "(SELECT group_concat(rpt.trait_id) AS concat_agg_1 "
+    "FROM resource_provider_traits AS rpt WHERE rpt.resource_provider_id = rp.id) AS trait_ids",
+    "mysql": "(SELECT GROUP_CONCAT(rpt.trait_id) AS concat_agg_1 "
+    "FROM resource_provider_traits AS rpt WHERE rpt.resource_provider_id = rp.id) AS trait_ids",
+}
+#: capacity truncated toward zero (Python's int()), never rounded by a cast
+TRUNCATED = {
+    "postgresql": "CASE WHEN abs((inv.total - inv.reserved) * inv.allocation_ratio) < "
+    "9007199254740992 THEN CAST(trunc((inv.total - inv.reserved) * inv.allocation_ratio) "
+    "AS BIGINT) END",
+    "sqlite": "CAST((inv.total - inv.reserved) * inv.allocation_ratio AS INTEGER)",
+    "mysql": "CAST(TRUNCATE((inv.total - inv.reserved) * CAST(CAST(inv.allocation_ratio AS "
+    "CHAR) AS DOUBLE), 0) AS SIGNED)",
+}
+
+
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
+    name = dialect.name
     text = sql(q.summary_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
-    # no ORDER BY: rows are grouped per provider in Python (no sort on the server)
-    assert text.endswith(TREES_CLAUSE[dialect.name]), text
-    assert "resource_classes" not in text  # classes come back as ids
+    # one row per provider: no ORDER BY (sorted by uuid in Python), no join, no GROUP BY
+    text = text.replace("/*+ SET_VAR(group_concat_max_len = 16777216) */ ", "")  # MySQL 8
+    assert text.startswith(
+        "SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id, (SELECT"
+    ), text
+    assert text.endswith(TREES_CLAUSE[name]), text
+    assert TRAIT_IDS[name] in text
+    assert "GROUP BY" not in text and "JOIN" not in text and "inventories" not in text
+    inventories = sql(q.summary_inventories_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
+    assert inventories.startswith("SELECT inv.resource_provider_id, inv.resource_class_id, "), (
+        inventories
+    )
+    assert inventories.endswith(TREES_CLAUSE[name]), inventories
+    assert "resource_classes" not in inventories  # classes come back as ids
     # usage: the stored row of each returned inventory, never a sum over allocations
-    assert USAGE_JOIN in text and "allocations" not in text
-    assert "GROUP BY" not in text and "AS parent" not in text
-    traits_text = sql(q.summary_traits_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
-    assert "JOIN traits AS t" in traits_text
-    assert traits_text.endswith(TREES_CLAUSE[dialect.name]), traits_text
+    assert USAGE_JOIN in inventories and "allocations" not in inventories
+    names = sql(q.summary_trait_names_stmt([7, 3]), dialect)
+    assert names.startswith("SELECT t.id, t.name FROM traits AS t WHERE t.id IN ("), names
+
+
+def test_summary_resources_written_by_the_database(dialect: Dialect) -> None:
+    name = dialect.name
+    text = sql(q.summary_stmt("tree_ids", resources=True).params(tree_ids=[1, 2]), dialect)
+    assert text.endswith(TREES_CLAUSE[name]), text
+    assert TRAIT_IDS[name] in text
+    # one correlated subquery per provider: its classes by name, capacity truncated,
+    # '{}' without inventory, NULL (read as rows instead) from 2**53 on
+    assert TRUNCATED[name] in text
+    assert "THEN '{}' WHEN (max(abs(" in text and "< 9007199254740992) THEN" in text
+    assert "JOIN resource_classes AS rc ON rc.id = inv.resource_class_id" in text
+    assert USAGE_JOIN in text and "WHERE inv.resource_provider_id = rp.id) AS resources" in text
+    if name == "mysql":  # GROUP_CONCAT never cut at group_concat_max_len
+        assert text.startswith(
+            "SELECT /*+ SET_VAR(group_concat_max_len = 16777216) */ rp.id, rp.uuid"
+        ), text
+        maria = mysql.dialect()
+        maria.is_mariadb = True
+        assert sql(q.summary_stmt("tree_ids").params(tree_ids=[1, 2]), maria).startswith(
+            "SET STATEMENT group_concat_max_len = 16777216 FOR SELECT rp.id"
+        )
+    of = sql(q.summary_inventories_of("summary_ids").params(summary_ids=[5]), dialect)
+    assert USAGE_JOIN in of and "inv.resource_provider_id" in of.split("WHERE")[1]
 
 
 def test_provider_list_statement(dialect: Dialect) -> None:

@@ -29,6 +29,7 @@ from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, Slot
 from rpquery.read.request import CandidatesRequest, RequestGroup
+from rpquery.store import dialects
 from rpquery.store.tables import resource_providers
 
 ROOT_IDS = ids_param("root_ids")
@@ -43,8 +44,11 @@ SHARING_IDS = ids_param("sharing_ids")
 #: the list is empty (PostgreSQL, MySQL: ``NOT IN (NULL) AND (1 != 1)``, always false)
 SHARING_EXEMPT = ids_param("sharing_exempt")
 EXCLUDE_IDS = ids_param("exclude_ids")
-SUMMARY = q.summary_stmt("tree_ids")
-SUMMARY_TRAITS = q.summary_traits_stmt("tree_ids")
+#: The summaries' providers, without and with their resources written as JSON
+SUMMARY = {written: q.summary_stmt("tree_ids", resources=written) for written in (False, True)}
+SUMMARY_INVENTORIES = q.summary_inventories_stmt("tree_ids")
+SUMMARY_INVENTORIES_OF = q.summary_inventories_of("summary_ids")
+SUMMARY_TRAIT_NAMES = q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
 
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
 
@@ -666,14 +670,41 @@ def load_groups(
 
 
 def fetch_summaries(
-    conn: Connection, root_ids: set[int], rc_names: Mapping[int, str]
+    conn: Connection,
+    root_ids: set[int],
+    rc_names: Mapping[int, str],
+    *,
+    written: bool | None = None,
 ) -> SummaryRows:
-    """Summaries of every provider in the trees ``root_ids`` (two statements), kept as
-    the driver's rows: :class:`SummaryRows` shapes them per provider (class ids named
-    through ``rc_names``) only when the summaries are read or rendered."""
+    """Summaries of every provider in the trees ``root_ids``, kept as read:
+    :class:`SummaryRows` writes or shapes them only when rendered or read.
+
+    One row per provider with its trait ids (:func:`~._sql.summary_stmt`), then the
+    names of the distinct ids (one small statement, none without traits). Resources
+    are ``written`` as JSON text by the database where its driver decodes values
+    slowly (default: :func:`rpquery.store.dialects.renders_summaries`, MySQL/MariaDB),
+    else read as inventory rows (one more statement) for Python to write; a provider
+    whose resources the database could not write exactly (a capacity of 2**53 or more)
+    has its inventory rows read too."""
+    if written is None:
+        written = dialects.renders_summaries(conn)
     params = {"tree_ids": sorted(root_ids)}
-    trait_rows = driver_rows(conn, SUMMARY_TRAITS, params)
-    return SummaryRows.from_driver(driver_rows(conn, SUMMARY, params), trait_rows, rc_names)
+    providers = driver_rows(conn, SUMMARY[written], params)
+    if not written:
+        inventory_rows = driver_rows(conn, SUMMARY_INVENTORIES, params)
+    else:
+        unwritten = [row[0] for row in providers if row[5] is None]
+        inventory_rows = []
+        if unwritten:
+            ids = {"summary_ids": unwritten}
+            inventory_rows = driver_rows(conn, SUMMARY_INVENTORIES_OF, ids)
+    trait_texts = {row[-1] for row in providers} - {None}
+    trait_ids = sorted({int(t) for text in trait_texts for t in text.split(",")})
+    trait_names: dict[int, str] = {}
+    if trait_ids:
+        rows = driver_rows(conn, SUMMARY_TRAIT_NAMES, {"summary_trait_ids": trait_ids})
+        trait_names = {int(ident): name for ident, name in rows}
+    return SummaryRows.from_driver(providers, inventory_rows, trait_names, rc_names)
 
 
 def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:

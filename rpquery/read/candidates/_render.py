@@ -40,8 +40,8 @@ __all__ = [
     "render_summary_rows",
     "request_body",
     "requests_json",
-    "shared_summaries",
-    "summaries_from_columns",
+    "resources_texts",
+    "summaries_json",
     "summary_body",
 ]
 
@@ -255,107 +255,85 @@ def requests_json(rows: RequestRows) -> str | None:
     return "[" + ",".join(out) + "]"
 
 
-def shared_summaries(rows: SummaryRows, trait_key: TraitKey | None) -> dict[str, Any]:
-    """:func:`render_summary_rows` with shared parts: one trait list per trait set, one
-    ``{"capacity", "used"}`` per (capacity, used) pair; traits in ``trait_key`` order
-    (default: by name)."""
-    uuid_by_id = rows.uuid_by_id
-    trait_lists: dict[int, list[str]] = {}
-    rc_order: dict[tuple[str, ...], tuple[str, ...]] = {}
-    amounts: dict[int, dict[str, int]] = {}
-    out: dict[str, Any] = {}
-    for _, uuid, _, parent, root, resources, traits in sorted(rows.rows, key=itemgetter(1)):
-        names = trait_lists.get(id(traits))
-        if names is None:
-            names = trait_lists[id(traits)] = sorted(traits, key=trait_key)
-        arrived = tuple(resources)
-        order = rc_order.get(arrived)
-        if order is None:
-            order = rc_order[arrived] = tuple(sorted(arrived))
-        body = {}
-        for rc in order:
-            r = resources[rc]
-            pair = amounts.get(id(r))
-            if pair is None:
-                pair = amounts[id(r)] = {"capacity": r.capacity, "used": r.used}
-            body[rc] = pair
-        out[uuid] = {
-            "resources": body,
-            "traits": names,
-            "parent_provider_uuid": uuid_by_id[parent] if parent is not None else None,
-            "root_provider_uuid": uuid_by_id[root],
-        }
-    return out
+def resources_texts(
+    inventory: Sequence[Sequence[Any]], rc_names: Mapping[int, str]
+) -> dict[int, str]:
+    """Each provider's resources as Placement's JSON text from inventory columns
+    ``(provider ids, class ids, capacities, usages)`` (see
+    :meth:`~._results.SummaryRows.from_driver`): one ``str.format`` per inventory, no
+    dicts. Capacity is ``int()`` of the statement's ``(total - reserved) *
+    allocation_ratio`` (a float on every driver), as Placement computes it; usage an
+    integer (``int()`` also takes MySQL's ``Decimal`` sums).
 
-
-def summaries_from_columns(
-    inv_cols: Sequence[Sequence[Any]],
-    trait_cols: Sequence[Sequence[Any]],
-    rc_names: Mapping[int, str],
-    uuid_by_id: Mapping[int, str],
-    trait_key: TraitKey | None,
-) -> dict[str, Any]:
-    """:func:`shared_summaries` straight from the summary statements' columns (see
-    :meth:`~._results.SummaryRows.from_driver`), in one pass over the rows: each
-    provider's resources as (name, pair) items sorted once, one trait list per trait
-    set, one ``{"capacity", "used"}`` per (capacity, used) value.
-
-    >>> summaries_from_columns(
-    ...     ((1, 1, 2), ("u1", "u1", "u2"), ("a", "a", "b"), (None, None, 1), (1, 1, 1),
-    ...      (1, 0, None), (8.0, 4.0, None), (2, 0, None)),
-    ...     ((1, 1), ("B", "A")), {0: "VCPU", 1: "MEMORY_MB"}, {1: "u1", 2: "u2"}, None)
-    ... # doctest: +NORMALIZE_WHITESPACE
-    {'u1': {'resources': {'MEMORY_MB': {'capacity': 8, 'used': 2},
-                          'VCPU': {'capacity': 4, 'used': 0}},
-            'traits': ['A', 'B'], 'parent_provider_uuid': None, 'root_provider_uuid': 'u1'},
-     'u2': {'resources': {}, 'traits': [], 'parent_provider_uuid': 'u1',
-            'root_provider_uuid': 'u1'}}
+    >>> resources_texts(((1, 1, 2), (0, 1, 0), (8.0, 4.5, 2.0), (2, 0, 0)),
+    ...     {0: "VCPU", 1: "MEMORY_MB"})
+    {1: '{"VCPU":{"capacity":8,"used":2},"MEMORY_MB":{"capacity":4,"used":0}}', \
+2: '{"VCPU":{"capacity":2,"used":0}}'}
     """
-    names_of: dict[int, list[str]] = {}
-    for rp, name in zip(*trait_cols, strict=True):
-        found = names_of.get(rp)
+    keys = {rc: orjson.dumps(name).decode() for rc, name in rc_names.items()}
+    written: dict[tuple[int, Any, Any], str] = {}
+    pieces: dict[int, list[str]] = {}
+    for rp, rc, capacity, used in zip(*inventory, strict=True):
+        # one text per (class, capacity, used): they repeat across hosts of a kind
+        # (19,114 inventories, 1,086 distinct at 5,000 hosts)
+        piece = written.get((rc, capacity, used))
+        if piece is None:
+            piece = written[(rc, capacity, used)] = (
+                f'{keys[rc]}:{{"capacity":{int(capacity)},"used":{int(used)}}}'
+            )
+        found = pieces.get(rp)
         if found is None:
-            names_of[rp] = [name]
+            pieces[rp] = [piece]
         else:
-            found.append(name)
-    trait_lists: dict[frozenset[str], list[str]] = {}
-    traits_of: dict[int, list[str]] = {}
-    for rp, found in names_of.items():
-        key = frozenset(found)
-        listed = trait_lists.get(key)
-        if listed is None:
-            listed = trait_lists[key] = sorted(key, key=trait_key)
-        traits_of[rp] = listed
-    rp_col, uuid_col, _, parent_col, root_col, rc_col, cap_col, used_col = inv_cols
-    items_of: dict[int, list[tuple[str, dict[str, int]]]] = {}
-    head: dict[str, tuple[int, Any, int]] = {}
-    pairs: dict[tuple[Any, Any], dict[str, int]] = {}
-    rows = zip(rp_col, uuid_col, parent_col, root_col, rc_col, cap_col, used_col, strict=True)
-    for rp, uuid, parent, root, rc, capacity, used in rows:
-        items = items_of.get(rp)
-        if items is None:
-            items = items_of[rp] = []
-            head[uuid] = (rp, parent, root)
-        if rc is not None:
-            pair = pairs.get((capacity, used))
-            if pair is None:
-                # capacity is a float on every driver, SUM a Decimal on MySQL: int() both
-                pair = pairs[(capacity, used)] = {"capacity": int(capacity), "used": int(used)}
-            items.append((rc_names[rc], pair))
-    empty: list[str] = []
-    out: dict[str, Any] = {}
-    for uuid in sorted(head):
-        rp, parent, root = head[uuid]
-        items = items_of[rp]
-        if len(items) > 1:
-            items.sort(key=itemgetter(0))
-        out[uuid] = {
-            "resources": dict(items),
-            "traits": traits_of.get(rp, empty),
-            "parent_provider_uuid": uuid_by_id[parent] if parent is not None else None,
-            "root_provider_uuid": uuid_by_id[root],
-        }
-    return out
+            found.append(piece)
+    return {rp: "{" + ",".join(found) + "}" for rp, found in pieces.items()}
+
+
+def summaries_json(rows: SummaryRows, trait_key: TraitKey | None) -> str:
+    """Placement's ``provider_summaries`` as JSON text, sorted by uuid, straight from
+    what the summary statements returned: per provider one ``str.format`` of its uuids,
+    its resources' text (:meth:`~._results.SummaryRows.resources`) and its trait set's
+    list, written once per distinct set in ``trait_key`` order (default: by name).
+    Uuids that would need escaping go through orjson instead.
+
+    >>> from rpquery.read.candidates._results import SummaryRows
+    >>> summaries_json(SummaryRows.from_driver(
+    ...     [(2, "u2", "n", 1, 1, None), (1, "u1", "cn", None, 1, "3,7")],
+    ...     [(1, 0, 8.0, 2)], {3: "CUSTOM_B", 7: "A"}, {0: "VCPU"}), None)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    '{"u1":{"resources":{"VCPU":{"capacity":8,"used":2}},"traits":["A","CUSTOM_B"],\
+"parent_provider_uuid":null,"root_provider_uuid":"u1"},\
+"u2":{"resources":{},"traits":[],"parent_provider_uuid":"u1","root_provider_uuid":"u1"}}'
+    """
+    _ids, uuids, _names, parents, roots, trait_texts = rows.providers
+    listed: dict[str | None, str] = {
+        text: orjson.dumps(sorted(names, key=trait_key)).decode()
+        for text, names in rows.trait_sets.items()
+    }
+    listed[None] = "[]"
+    uuid_by_id = rows.uuid_by_id
+    rows_of = zip(uuids, parents, roots, rows.resources(), trait_texts, strict=True)
+    if not _PLAIN.fullmatch("".join(uuids)):
+        fragment = orjson.Fragment
+        return orjson.dumps(
+            {
+                uuid: {
+                    "resources": fragment(resources),
+                    "traits": fragment(listed[traits]),
+                    "parent_provider_uuid": uuid_by_id[parent] if parent is not None else None,
+                    "root_provider_uuid": uuid_by_id[root],
+                }
+                for uuid, parent, root, resources, traits in sorted(rows_of)
+            }
+        ).decode()
+    quoted: dict[int | None, str] = {rp: f'"{uuid}"' for rp, uuid in uuid_by_id.items()}
+    quoted[None] = "null"
+    written = {
+        uuid: f'"{uuid}":{{"resources":{resources},"traits":{listed[traits]},'
+        f'"parent_provider_uuid":{quoted[parent]},"root_provider_uuid":{quoted[root]}}}'
+        for uuid, parent, root, resources, traits in rows_of
+    }
+    return "{" + ",".join([written[uuid] for uuid in sorted(written)]) + "}"
 
 
 def placement_json(

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from rpquery.read.candidates import _render
 
@@ -204,117 +205,118 @@ class RequestRows:
         return _render.render_request_rows(self)
 
 
-def shape_summaries(
-    inventory_rows: Iterable[Any], trait_rows: Iterable[Any], rc_names: Mapping[int, str]
-) -> list[SummaryRow]:
-    """One :data:`SummaryRow` per provider from the summary statements' rows (see
-    :meth:`SummaryRows.from_driver`). Identical trait sets and (capacity, used) pairs
-    are shared between rows (both are immutable).
-
-    >>> first = shape_summaries([(1, "u1", "cn1", None, 1, 0, 8.0, 2), (2, "u2", "n0", 1,
-    ...     1, None, None, None), (1, "u1", "cn1", None, 1, 1, 512.0, 0)],
-    ...     [(1, "B"), (1, "A")], {0: "VCPU", 1: "MEMORY_MB"})[0]
-    >>> sorted(first[5]), first[5]["MEMORY_MB"], sorted(first[6])
-    (['MEMORY_MB', 'VCPU'], ResourceSummary(capacity=512, used=0), ['A', 'B'])
-    """
-    names_of: dict[int, list[str]] = defaultdict(list)
-    for rp, name in trait_rows:
-        names_of[rp].append(name)
-    trait_sets: dict[frozenset[str], frozenset[str]] = {}
-    traits: dict[int, frozenset[str]] = {}
-    for rp, found in names_of.items():
-        key = frozenset(found)
-        traits[rp] = trait_sets.setdefault(key, key)
-    empty: frozenset[str] = frozenset()
-    rows: list[SummaryRow] = []
-    amounts: dict[tuple[int, int], ResourceSummary] = {}
-    by_rp: dict[int, dict[str, ResourceSummary]] = {}
-    last = None
-    resources: dict[str, ResourceSummary] = {}
-    for rp, uuid, name, parent, root, rc, capacity, used in inventory_rows:
-        if rp != last:  # rows of a provider usually come together, but need not
-            last = rp
-            found_resources = by_rp.get(rp)
-            if found_resources is None:
-                resources = by_rp[rp] = {}
-                rows.append((rp, uuid, name, parent, root, resources, traits.get(rp, empty)))
-            else:
-                resources = found_resources
-        if rc is not None:
-            # capacity is a float on every driver, SUM a Decimal on MySQL: int() both
-            pair = (int(capacity), int(used))
-            summary = amounts.get(pair)
-            if summary is None:
-                summary = amounts[pair] = ResourceSummary(*pair)
-            resources[rc_names[rc]] = summary
-    rows.sort(key=itemgetter(0))  # provider id order (the statement has no ORDER BY)
-    return rows
-
-
 class SummaryRows:
-    """Provider summaries as read: one :data:`SummaryRow` per provider (parent and root
-    as ids, mapped to uuids when built or rendered). Trait sets and resource summaries
-    are shared between rows (immutable); their sorted orders are computed once each.
+    """Provider summaries as read (:func:`~._execute.fetch_summaries`): one row per
+    provider (id, uuid, name, parent id, root id, its resources as JSON text when the
+    database wrote them, its trait ids as text), inventory rows for the providers whose
+    resources it did not write, and the trait sets by their text. Kept as columns (a
+    handful of tuples for the cyclic GC to walk, not ~10k rows), written as JSON
+    (:meth:`placement_body`) or shaped into :data:`SummaryRow` tuples (:attr:`rows`,
+    for the public objects and :meth:`render`) only when asked.
 
-    >>> SummaryRows([(1, "rp-1", "cn1", None, 1, {}, frozenset({"B", "A"}))]).render()
-    {'rp-1': {'resources': {}, 'traits': ['A', 'B'], 'parent_provider_uuid': None, \
-'root_provider_uuid': 'rp-1'}}
+    >>> rows = SummaryRows.from_driver(
+    ...     [(1, "rp-1", "cn1", None, 1, '{"VCPU":{"capacity":8,"used":2}}', "7,3")],
+    ...     [], {3: "B", 7: "A"}, {0: "VCPU"})
+    >>> rows.render()
+    {'rp-1': {'resources': {'VCPU': {'capacity': 8, 'used': 2}}, 'traits': ['A', 'B'], \
+'parent_provider_uuid': None, 'root_provider_uuid': 'rp-1'}}
     """
 
-    __slots__ = ("_rows", "_raw", "uuid_by_id")
+    __slots__ = (
+        "_providers",
+        "_written",
+        "_inventory",
+        "_rc_names",
+        "_resources",
+        "_rows",
+        "trait_sets",
+        "uuid_by_id",
+    )
 
-    def __init__(self, rows: Sequence[SummaryRow]) -> None:
-        self._rows: Sequence[SummaryRow] | None = rows
-        self._raw: tuple[tuple[Any, ...], tuple[Any, ...], Mapping[int, str]] | None = None
-        self.uuid_by_id = {row[0]: row[1] for row in rows}
+    def __init__(
+        self,
+        providers: Sequence[Sequence[Any]],
+        written: Sequence[str | None] | None,
+        inventory: Sequence[Sequence[Any]],
+        trait_sets: Mapping[str, frozenset[str]],
+        rc_names: Mapping[int, str],
+    ) -> None:
+        #: (ids, uuids, names, parent ids, root ids, trait id texts) columns
+        self._providers = providers
+        #: each provider's resources as JSON text when the database wrote them (None:
+        #: not written, from ``inventory``), else ``None``: all from ``inventory``
+        self._written = written
+        #: (provider ids, class ids, capacities, usages) columns
+        self._inventory = inventory
+        self._rc_names = rc_names
+        self._resources: list[str] | None = None
+        self._rows: list[SummaryRow] | None = None
+        #: trait id text (as the summary statement returned it) → trait names
+        self.trait_sets = trait_sets
+        self.uuid_by_id: dict[int, str] = dict(zip(providers[0], providers[1], strict=True))
 
     @classmethod
     def from_driver(
         cls,
-        inventory_rows: Sequence[Any],
-        trait_rows: Sequence[Any],
+        provider_rows: Sequence[Sequence[Any]],
+        inventory_rows: Sequence[Sequence[Any]],
+        trait_names: Mapping[int, str],
         rc_names: Mapping[int, str],
     ) -> SummaryRows:
-        """From the summary statements' rows as read: ``(provider id, uuid, name, parent
-        id, root id, class id, capacity, used)`` ordered by provider, and ``(provider
-        id, trait name)``; ``rc_names`` names the class ids. Only the id → uuid map
-        (which requests need) is built now; the per-provider rows are shaped on first
-        use, so an answer whose summaries are never read or rendered never pays for
-        them."""
-        out = cls.__new__(cls)
-        out._rows = None
-        # Kept as columns, not rows: a handful of tuples instead of ~50k for the cyclic
-        # GC to walk when it is re-enabled after a whole-cloud answer (~5 ms).
-        inv_cols = tuple(zip(*inventory_rows, strict=True)) or ((),) * 8
-        trait_cols = tuple(zip(*trait_rows, strict=True)) or ((),) * 2
-        out._raw = (inv_cols, trait_cols, rc_names)
-        out.uuid_by_id = dict(zip(inv_cols[0], inv_cols[1], strict=True))
-        return out
+        """From the summary statements' rows as read: ``(id, uuid, name, parent id,
+        root id[, resources JSON], trait id text)`` per provider (with the resources
+        column when the database wrote them), ``(provider id, class id, capacity,
+        used)`` per inventory of the providers whose resources it did not write, trait
+        id → name and class id → name. A trait id without a name (deleted meanwhile)
+        is left out."""
+        columns = list(zip(*provider_rows, strict=True)) or [()] * 6
+        written = columns.pop(5) if len(columns) == 7 else None
+        sets: dict[str, frozenset[str]] = {}
+        for text in set(columns[5]):
+            if text is not None:
+                found = (trait_names.get(int(t)) for t in text.split(","))
+                sets[text] = frozenset(name for name in found if name is not None)
+        inventory = list(zip(*inventory_rows, strict=True)) or [()] * 4
+        return cls(columns, written, inventory, sets, rc_names)
+
+    @property
+    def providers(self) -> Sequence[Sequence[Any]]:
+        """(ids, uuids, names, parent ids, root ids, trait id texts), one column each."""
+        return self._providers
+
+    def resources(self) -> list[str]:
+        """Each provider's resources as Placement's JSON text, in provider column
+        order: as the database wrote them, else written here from the inventory rows
+        (:func:`._render.resources_texts`). Computed once."""
+        found = self._resources
+        if found is None:
+            ids, written = self._providers[0], self._written
+            texts = _render.resources_texts(self._inventory, self._rc_names)
+            if written is None:
+                found = [texts.get(rp, "{}") for rp in ids]
+            else:
+                found = [
+                    text if text is not None else texts.get(rp, "{}")
+                    for rp, text in zip(ids, written, strict=True)
+                ]
+            self._resources = found
+        return found
 
     @property
     def rows(self) -> Sequence[SummaryRow]:
+        """One :data:`SummaryRow` per provider, in id order; identical trait sets and
+        (capacity, used) pairs shared (both are immutable)."""
         rows = self._rows
         if rows is None:
-            assert self._raw is not None
-            inv_cols, trait_cols, rc_names = self._raw
-            rows = self._rows = shape_summaries(
-                zip(*inv_cols, strict=True), zip(*trait_cols, strict=True), rc_names
-            )
-            self._raw = None
+            rows = self._rows = _shape(self)
         return rows
 
-    def placement_body(self, trait_key: Callable[[str], Any] | None = None) -> dict[str, Any]:
-        """Placement's ``provider_summaries`` with shared parts, for the JSON body
-        (:func:`._render.placement_json`): straight from the columns as read when the
-        rows have not been shaped yet (one pass over them, no :data:`SummaryRow`),
-        else from the rows."""
-        raw = self._raw
-        if raw is None:
-            return _render.shared_summaries(self, trait_key)
-        inv_cols, trait_cols, rc_names = raw
-        return _render.summaries_from_columns(
-            inv_cols, trait_cols, rc_names, self.uuid_by_id, trait_key
-        )
+    def placement_body(self, trait_key: Callable[[str], Any] | None = None) -> Any:
+        """Placement's ``provider_summaries`` for the JSON body
+        (:func:`._render.placement_json`), as JSON text embedded by orjson
+        (:func:`._render.summaries_json`; traits in ``trait_key`` order, default by
+        name)."""
+        return orjson.Fragment(_render.summaries_json(self, trait_key))
 
     def build(self) -> dict[str, ProviderSummary]:
         """The public frozen summaries by uuid."""
@@ -334,6 +336,28 @@ class SummaryRows:
     def render(self) -> dict[str, Any]:
         """Placement's ``provider_summaries`` (:func:`._render.render_summary_rows`)."""
         return _render.render_summary_rows(self)
+
+
+def _shape(summaries: SummaryRows) -> list[SummaryRow]:
+    ids, uuids, names, parents, roots, trait_texts = summaries.providers
+    sets, empty = summaries.trait_sets, frozenset[str]()
+    pairs: dict[tuple[int, int], ResourceSummary] = {}
+    rows: list[SummaryRow] = []
+    loads = orjson.loads
+    texts = summaries.resources()
+    for row in zip(ids, uuids, names, parents, roots, texts, trait_texts, strict=True):
+        rp, uuid, name, parent, root, text, traits = row
+        resources: dict[str, ResourceSummary] = {}
+        for rc, amounts in loads(text).items():
+            pair = (amounts["capacity"], amounts["used"])
+            summary = pairs.get(pair)
+            if summary is None:
+                summary = pairs[pair] = ResourceSummary(*pair)
+            resources[rc] = summary
+        found = sets[traits] if traits is not None else empty
+        rows.append((rp, uuid, name, parent, root, resources, found))
+    rows.sort(key=itemgetter(0))  # provider id order (the statement has no ORDER BY)
+    return rows
 
 
 class AllocationCandidates:

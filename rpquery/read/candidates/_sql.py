@@ -15,7 +15,9 @@ whatever the size of the cloud):
 4. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
    traits and aggregates of every provider in play; :func:`resourceless_stmt` for
    resourceless groups; :func:`tree_shape_stmt` when ``same_subtree`` is asked;
-5. :func:`summary_stmt` and :func:`summary_traits_stmt` — only for returned trees.
+5. :func:`summary_stmt` (with :func:`summary_inventories_stmt` where the database
+   does not write resources as JSON) and :func:`summary_trait_names_stmt` — only for
+   returned trees.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
 from rpquery.store.tables import (
     inventories,
+    resource_classes,
     resource_provider_aggregates,
     resource_provider_traits,
     resource_providers,
@@ -485,57 +488,152 @@ def _in_trees(column: ColumnElement[Any], root_ids: Ids | str) -> ColumnElement[
     return column.in_(_ids(root_ids))
 
 
-def summary_stmt(root_ids: Ids | str) -> Select:
-    """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
-    providers used by the returned candidates) with each inventory's capacity and usage.
+#: Capacities from here on are not written by the database (see
+#: :func:`summary_resources`): a double's integer part is exact below 2**53.
+SAFE_CAPACITY = 2**53
 
-    ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id,
-    inv.resource_class_id, capacity, COALESCE(pu.used, 0) AS used
-    FROM resource_providers rp LEFT JOIN inventories inv ON ...
-    LEFT JOIN rpq_provider_usages pu ON ...
+
+def summary_resources(rp_id: ColumnElement[int]) -> ColumnElement[str]:
+    """Provider ``rp_id``'s resources as Placement's JSON, written by the database:
+    ``{"VCPU":{"capacity":8,"used":2},...}`` (classes in no particular order), ``{}``
+    without inventory, ``NULL`` when a capacity is not below :data:`SAFE_CAPACITY` in
+    magnitude (or not a number): the caller reads those providers' inventory rows
+    instead (:func:`summary_inventories_stmt`). Capacity is ``int((total - reserved) *
+    allocation_ratio)``, truncated toward zero as Python's ``int()``
+    (:class:`~rpquery.store.dialects.trunc_int`).
+
+    ``(SELECT CASE WHEN COUNT(*) = 0 THEN '{}' WHEN MAX(ABS(capacity)) < 2**53 THEN
+    '{' || group_concat(json_quote(rc.name) || ':{"capacity":' || trunc(capacity) ||
+    ',"used":' || used || '}') || '}' END FROM inventories inv JOIN resource_classes rc
+    ... LEFT JOIN rpq_provider_usages pu ... WHERE inv.resource_provider_id = rp.id)``
+    """
+    inv = _SUM_INV
+    rc = resource_classes.alias("rc")
+    joined, used = clauses.join_usage(inv.join(rc, rc.c.id == inv.c.resource_class_id), inv)
+    cap = clauses.capacity(inv)
+    piece = dialects.text_concat(
+        dialects.json_quote(rc.c.name),
+        sa.literal_column("""':{"capacity":'"""),
+        dialects.trunc_int(cap),
+        sa.literal_column("""',"used":'"""),
+        used,
+        sa.literal_column("'}'"),
+    )
+    written = sa.case(
+        (sa.func.count() == 0, sa.literal_column("'{}'")),
+        (
+            sa.func.max(sa.func.abs(cap)) < sa.literal_column(str(SAFE_CAPACITY)),
+            dialects.text_concat(
+                sa.literal_column("'{'"), dialects.concat_agg(piece), sa.literal_column("'}'")
+            ),
+        ),
+    )
+    return (
+        sa.select(written)
+        .select_from(joined)
+        .where(inv.c.resource_provider_id == rp_id)
+        .scalar_subquery()
+    )
+
+
+def summary_trait_ids(rp_id: ColumnElement[int]) -> ColumnElement[str]:
+    """Provider ``rp_id``'s trait ids as text, ``"12,7,30"`` (in no particular order),
+    ``NULL`` without traits: ``(SELECT group_concat(rpt.trait_id) FROM
+    resource_provider_traits rpt WHERE rpt.resource_provider_id = rp.id)``"""
+    rpt = _SUM_RPT
+    return (
+        sa.select(dialects.concat_agg(rpt.c.trait_id))
+        .where(rpt.c.resource_provider_id == rp_id)
+        .scalar_subquery()
+    )
+
+
+_SUM_INV = inventories.alias("inv")
+_SUM_RPT = resource_provider_traits.alias("rpt")
+
+
+def summary_stmt(root_ids: Ids | str, *, resources: bool = False) -> Select:
+    """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
+    providers used by the returned candidates), one row each, with its traits as ids
+    (:func:`summary_trait_ids`) and, with ``resources``, its resources as JSON text
+    written by the database (:func:`summary_resources`; without, they come from
+    :func:`summary_inventories_stmt`):
+
+    ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id
+    [, (<resources>)], (<trait ids>) FROM resource_providers rp
     WHERE rp.root_provider_id IN (:roots)``
 
-    No ``ORDER BY``: rows are grouped per provider in Python (a sort cost SQLite a
-    temporary B-tree and MariaDB a filesort of 19k rows). Classes come back as ids
-    (their names are read once per request by :func:`~rpquery.read._names.names_stmt`): no join, no
-    repeated strings (~14 ms less on PostgreSQL for the 19k inventory rows of a
-    whole-cloud answer).
+    One value per provider for its traits instead of two per trait (28k rows at 5,000
+    hosts, 401 distinct sets among 11k providers: their names are read once per set,
+    :func:`summary_trait_names_stmt`). No ``ORDER BY``: summaries are sorted by uuid in
+    Python. Parent and root come back as ids (they are in the same trees, so the caller
+    maps them to uuids): no self-joins. ``root_ids`` given as a name binds a list of any
+    length (:class:`rpquery.store.dialects.in_id_list`). On MySQL/MariaDB the
+    statement lifts ``group_concat_max_len`` for itself
+    (:class:`~rpquery.store.dialects.long_concat_select`).
+    """
+    rp = _RP
+    columns: list[ColumnElement[Any]] = [
+        rp.c.id,
+        rp.c.uuid,
+        rp.c.name,
+        rp.c.parent_provider_id,
+        rp.c.root_provider_id,
+    ]
+    if resources:
+        columns.append(summary_resources(rp.c.id).label("resources"))
+    columns.append(summary_trait_ids(rp.c.id).label("trait_ids"))
+    return dialects.long_concat_select(*columns).where(_in_trees(rp.c.root_provider_id, root_ids))
 
-    Usage is the stored row of each inventory (:func:`clauses.join_usage`), so the
-    cost follows the trees returned, never the cloud or its allocations. Parent and
-    root come back as ids (they are in the same trees, so the caller maps them to
-    uuids): no self-joins, fewer bytes per row. ``root_ids`` given as a name binds a
-    list of any length (:class:`rpquery.store.dialects.in_id_list`).
+
+def summary_inventories_stmt(root_ids: Ids | str) -> Select:
+    """Every inventory of the trees ``root_ids`` with its capacity and stored usage,
+    for :func:`summary_stmt` without ``resources`` (or, given provider ids instead
+    with :func:`summary_inventories_of`, for the providers whose resources the database
+    did not write):
+
+    ``SELECT inv.resource_provider_id, inv.resource_class_id, capacity,
+    COALESCE(pu.used, 0) AS used FROM resource_providers rp JOIN inventories inv ON ...
+    LEFT JOIN rpq_provider_usages pu ON ... WHERE rp.root_provider_id IN (:roots)``
+
+    Four values per inventory (providers' own columns come with :func:`summary_stmt`);
+    classes as ids, named in Python (every class's name comes with the request's
+    names); usage is the stored row of each inventory (:func:`clauses.join_usage`), so
+    the cost follows the trees returned, never the cloud or its allocations.
     """
     rp, inv = _RP, _INV
-    with_inventories = rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
-    joined, used = clauses.join_usage(with_inventories, inv)
+    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
     return (
-        sa.select(
-            rp.c.id,
-            rp.c.uuid,
-            rp.c.name,
-            rp.c.parent_provider_id,
-            rp.c.root_provider_id,
-            inv.c.resource_class_id,
-            clauses.capacity(inv).label("capacity"),
-            used.label("used"),
-        )
+        _inventory_columns(inv, used)
         .select_from(joined)
         .where(_in_trees(rp.c.root_provider_id, root_ids))
     )
 
 
-def summary_traits_stmt(root_ids: Ids | str) -> Select:
-    """``SELECT rpt.resource_provider_id, t.name FROM resource_provider_traits rpt
-    JOIN traits t ... JOIN resource_providers rp ... WHERE rp.root_provider_id IN (:roots)``"""
-    rp = resource_providers.alias("rp")
-    rpt = resource_provider_traits.alias("rpt")
-    t = traits.alias("t")
+def summary_inventories_of(provider_ids: Ids | str) -> Select:
+    """:func:`summary_inventories_stmt` of the providers ``provider_ids``:
+    ``... FROM inventories inv LEFT JOIN rpq_provider_usages pu ... WHERE
+    inv.resource_provider_id IN (:ids)``"""
+    inv = _INV
+    joined, used = clauses.join_usage(inv, inv)
     return (
-        sa.select(rpt.c.resource_provider_id, t.c.name)
-        .select_from(
-            rpt.join(t, t.c.id == rpt.c.trait_id).join(rp, rp.c.id == rpt.c.resource_provider_id)
-        )
-        .where(_in_trees(rp.c.root_provider_id, root_ids))
+        _inventory_columns(inv, used)
+        .select_from(joined)
+        .where(_in_trees(inv.c.resource_provider_id, provider_ids))
     )
+
+
+def _inventory_columns(inv: FromClause, used: ColumnElement[int]) -> Select:
+    return sa.select(
+        inv.c.resource_provider_id,
+        inv.c.resource_class_id,
+        clauses.capacity(inv).label("capacity"),
+        used.label("used"),
+    )
+
+
+def summary_trait_names_stmt(trait_ids: Ids) -> Select:
+    """``SELECT t.id, t.name FROM traits t WHERE t.id IN (:ids)``: the names of the
+    trait ids :func:`summary_stmt` returned (a few hundred at most)."""
+    t = traits.alias("t")
+    return sa.select(t.c.id, t.c.name).where(t.c.id.in_(_ids(trait_ids)))

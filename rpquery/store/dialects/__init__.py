@@ -36,6 +36,7 @@ from sqlalchemy.types import (
     Float,
     Integer,
     NullType,
+    String,
     TypeDecorator,
     TypeEngine,
     Unicode,
@@ -51,6 +52,7 @@ __all__ = [
     "bulk_insert",
     "capacity_expr",
     "charset_problems",
+    "concat_agg",
     "column_collation",
     "exact_eq",
     "explain_prefix",
@@ -63,8 +65,10 @@ __all__ = [
     "insert_select_adding",
     "is_charset_error",
     "is_retryable",
+    "json_quote",
     "least",
     "locks_rows",
+    "long_concat_select",
     "missing_table",
     "one_snapshot",
     "random_order",
@@ -73,10 +77,13 @@ __all__ = [
     "read_session_setup",
     "refresh_after_bulk_load",
     "refresh_statistics",
+    "renders_summaries",
     "sync_id_sequence",
     "tally",
+    "text_concat",
     "to_int",
     "triggers_suspended",
+    "trunc_int",
 ]
 
 # ---------------------------------------------------------------- the registry
@@ -168,6 +175,162 @@ def _least_default(element: least, compiler: Any, **kw: Any) -> str:
 @compiles(least, "sqlite")
 def _least_sqlite(element: least, compiler: Any, **kw: Any) -> str:
     return f"min({compiler.process(element.clauses, **kw)})"
+
+
+class trunc_int(FunctionElement[int]):  # noqa: N801 - reads like a SQL function
+    """A number truncated toward zero as an integer, as Python's ``int()`` of a float:
+    ``CAST(x AS INTEGER)`` on SQLite (its cast truncates), ``CAST(TRUNCATE(x, 0) AS
+    SIGNED)`` on MySQL/MariaDB and ``CAST(trunc(x) AS BIGINT)`` on PostgreSQL (where a
+    cast alone rounds). Exact for ``|x| < 2**53``; beyond, a value (SQLite and MySQL
+    saturate) or ``NULL`` (PostgreSQL, whose cast would fail) the caller must not use.
+
+    >>> from sqlalchemy import column
+    >>> from sqlalchemy.dialects import mysql, sqlite
+    >>> str(trunc_int(column("x")).compile(dialect=mysql.dialect()))
+    'CAST(TRUNCATE(x, 0) AS SIGNED)'
+    >>> str(trunc_int(column("x")).compile(dialect=sqlite.dialect()))
+    'CAST(x AS INTEGER)'
+    """
+
+    inherit_cache = True
+    type = Integer()
+    name = "trunc_int"
+
+
+@compiles(trunc_int)
+def _trunc_int_default(element: trunc_int, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+
+
+@compiles(trunc_int, "postgresql")
+def _trunc_int_postgresql(element: trunc_int, compiler: Any, **kw: Any) -> str:
+    x = compiler.process(element.clauses, **kw)
+    return f"CASE WHEN abs({x}) < 9007199254740992 THEN CAST(trunc({x}) AS BIGINT) END"
+
+
+@compiles(trunc_int, "mysql")
+def _trunc_int_mysql(element: trunc_int, compiler: Any, **kw: Any) -> str:
+    return f"CAST(TRUNCATE({compiler.process(element.clauses, **kw)}, 0) AS SIGNED)"
+
+
+class json_quote(FunctionElement[str]):  # noqa: N801
+    """A string as a JSON string literal (quoted, escaped): ``json_quote(x)`` on SQLite,
+    ``JSON_QUOTE(x)`` on MySQL/MariaDB, ``CAST(to_json(x) AS TEXT)`` on PostgreSQL.
+
+    >>> from sqlalchemy import column
+    >>> from sqlalchemy.dialects import postgresql
+    >>> str(json_quote(column("name")).compile(dialect=postgresql.dialect()))
+    'CAST(to_json(name) AS TEXT)'
+    """
+
+    inherit_cache = True
+    type = String()
+    name = "json_quote"
+
+
+@compiles(json_quote)
+def _json_quote_default(element: json_quote, compiler: Any, **kw: Any) -> str:
+    return f"json_quote({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_quote, "postgresql")
+def _json_quote_postgresql(element: json_quote, compiler: Any, **kw: Any) -> str:
+    return f"CAST(to_json({compiler.process(element.clauses, **kw)}) AS TEXT)"
+
+
+@compiles(json_quote, "mysql")
+def _json_quote_mysql(element: json_quote, compiler: Any, **kw: Any) -> str:
+    return f"JSON_QUOTE({compiler.process(element.clauses, **kw)})"
+
+
+class text_concat(FunctionElement[str]):  # noqa: N801
+    """Strings and integers written one after the other: ``(a || b || ...)``, or
+    ``CONCAT(a, b, ...)`` on MySQL/MariaDB (whose ``||`` is ``OR``). ``NULL`` if any
+    part is.
+
+    >>> from sqlalchemy import column, literal_column
+    >>> from sqlalchemy.dialects import mysql, sqlite
+    >>> parts = (literal_column("'{'"), column("x"), literal_column("'}'"))
+    >>> str(text_concat(*parts).compile(dialect=mysql.dialect()))
+    "CONCAT('{', x, '}')"
+    >>> str(text_concat(*parts).compile(dialect=sqlite.dialect()))
+    "('{' || x || '}')"
+    """
+
+    inherit_cache = True
+    type = String()
+    name = "text_concat"
+
+
+@compiles(text_concat)
+def _text_concat_default(element: text_concat, compiler: Any, **kw: Any) -> str:
+    return "(" + " || ".join(compiler.process(c, **kw) for c in element.clauses) + ")"
+
+
+@compiles(text_concat, "mysql")
+def _text_concat_mysql(element: text_concat, compiler: Any, **kw: Any) -> str:
+    return "CONCAT(" + ", ".join(compiler.process(c, **kw) for c in element.clauses) + ")"
+
+
+class concat_agg(FunctionElement[str]):  # noqa: N801
+    """Aggregate: a group's values as text joined by commas, in no particular order
+    (``NULL`` for no row, as other aggregates; ``NULL`` values are skipped):
+    ``group_concat(x)`` on SQLite, ``GROUP_CONCAT(x)`` on MySQL/MariaDB (its length is
+    capped by ``group_concat_max_len``: see :class:`long_concat_select`),
+    ``string_agg(CAST(x AS TEXT), ',')`` on PostgreSQL.
+
+    >>> from sqlalchemy import column
+    >>> from sqlalchemy.dialects import postgresql
+    >>> str(concat_agg(column("id")).compile(dialect=postgresql.dialect()))
+    "string_agg(CAST(id AS TEXT), ',')"
+    """
+
+    inherit_cache = True
+    type = String()
+    name = "concat_agg"
+
+
+@compiles(concat_agg)
+def _concat_agg_default(element: concat_agg, compiler: Any, **kw: Any) -> str:
+    return f"group_concat({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(concat_agg, "postgresql")
+def _concat_agg_postgresql(element: concat_agg, compiler: Any, **kw: Any) -> str:
+    return f"string_agg(CAST({compiler.process(element.clauses, **kw)} AS TEXT), ',')"
+
+
+@compiles(concat_agg, "mysql")
+def _concat_agg_mysql(element: concat_agg, compiler: Any, **kw: Any) -> str:
+    return f"GROUP_CONCAT({compiler.process(element.clauses, **kw)})"
+
+
+#: MySQL/MariaDB's ``group_concat_max_len`` for a :class:`long_concat_select`: 16 MiB,
+#: far beyond one provider's traits or resources (the default is 1 MiB on MariaDB, 1 KiB
+#: on MySQL 8; strict MariaDB refuses more than 1 GiB).
+GROUP_CONCAT_MAX_LEN = 16777216
+
+
+class long_concat_select(Select[Any]):  # noqa: N801
+    """A ``SELECT`` whose :class:`concat_agg` texts are never cut short: on MariaDB
+    ``SET STATEMENT group_concat_max_len = ... FOR SELECT ...``, on MySQL 8 the
+    ``SET_VAR`` optimizer hint, for this statement only (a provider's traits as ids can
+    pass MySQL 8's default of 1,024 bytes, and ``GROUP_CONCAT`` cuts silently). Plain
+    elsewhere."""
+
+    inherit_cache = True
+
+
+@compiles(long_concat_select, "mysql")
+def _long_concat_select_mysql(element: long_concat_select, compiler: Any, **kw: Any) -> str:
+    toplevel = not compiler.stack
+    sql = str(compiler.visit_select(element, **kw))
+    if not toplevel:
+        return sql
+    if getattr(compiler.dialect, "is_mariadb", False):
+        return f"SET STATEMENT group_concat_max_len = {GROUP_CONCAT_MAX_LEN} FOR {sql}"
+    hint = f"SELECT /*+ SET_VAR(group_concat_max_len = {GROUP_CONCAT_MAX_LEN}) */ "
+    return hint + sql.removeprefix("SELECT ")
 
 
 def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -579,6 +742,17 @@ def read_session_setup(conn: Connection) -> None:
     Nothing to do elsewhere.
     """
     backend(conn.dialect.name).read_session_setup(conn)
+
+
+def renders_summaries(conn: Connection) -> bool:
+    """Whether allocation candidates' provider summaries on ``conn`` have the database
+    write each provider's resources as JSON text (one value per provider), rather than
+    ship its inventory rows (four values each) for Python to write: MySQL/MariaDB, whose
+    driver (PyMySQL) decodes every value in Python (~0.6-1 µs each: ~60 ms of the
+    19,464 inventory rows of a whole-cloud answer at 5,000 hosts). PostgreSQL runs such
+    a per-provider subquery as a subplan (~10 µs each, ~100 ms there) and decodes
+    values in C; SQLite runs in this process either way."""
+    return backend(conn.dialect.name).renders_summaries
 
 
 def locks_rows(dialect_name: str) -> bool:

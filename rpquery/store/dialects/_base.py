@@ -31,6 +31,9 @@ class Backend(Protocol):
     #: Whether the database lives on a server (emptied by dropping and recreating it)
     #: rather than in a file or in this process's memory.
     on_server: bool
+    #: Whether provider summaries have the database write each provider's resources as
+    #: JSON text (:func:`rpquery.store.dialects.renders_summaries`).
+    renders_summaries: bool
 
     # -- engine setup (rpquery.db)
     def normalize_url(self, url: URL) -> URL: ...

@@ -34,6 +34,7 @@ class MySQL:
     name = "mysql"
     locks_rows = True
     on_server = True
+    renders_summaries = True
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("mysql", "mariadb"):

@@ -20,6 +20,7 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
     name = "postgresql"
     locks_rows = True
     on_server = True
+    renders_summaries = False
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("postgresql", "postgres"):

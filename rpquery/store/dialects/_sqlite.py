@@ -27,6 +27,7 @@ class SQLite(OnConflictWrites, StandardSQL):
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
     locks_rows = False
     on_server = False
+    renders_summaries = False
 
     def normalize_url(self, url: URL) -> URL:
         return url

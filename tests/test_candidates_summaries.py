@@ -1,0 +1,208 @@
+"""Provider summaries of allocation candidates, on every backend, both ways they are read
+(:func:`rpquery.read.candidates._execute.fetch_summaries`): resources written as JSON
+by the database (MySQL/MariaDB's default) or read as inventory rows and written in
+Python (SQLite's and PostgreSQL's). Capacity is ``int((total - reserved) *
+allocation_ratio)``, truncated toward zero as Placement's Python does; traits are
+listed by name, or in the order the caller's key gives (the API's: standard first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from rpquery.api.handlers.allocation_candidates import _trait_order
+from rpquery.db import Database
+from rpquery.read._names import resolve_names
+from rpquery.read.candidates import (
+    ProviderSummary,
+    ResourceSummary,
+    _render,
+    allocation_candidates,
+)
+from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates._results import SummaryRows
+from tests.factories import Ref, allocate, provider
+
+INT_MAX = 2**31 - 1  # inventories.total is a 32-bit INTEGER on PostgreSQL and MySQL
+
+#: (total, reserved, allocation_ratio) → Python's capacity, int() of the float product
+CAPACITIES = {
+    "CUSTOM_R07": (10, 0, 0.7, 7),  # 7.000000000000001
+    "CUSTOM_HALF": (3, 0, 0.5, 1),  # 1.5, truncated (a cast would round to 2)
+    "CUSTOM_R15": (10, 3, 1.5, 10),  # 10.5
+    "CUSTOM_THIRD": (3, 0, 0.333333, 0),  # 0.999999
+    "CUSTOM_R16": (7, 1, 16.0, 96),
+    "CUSTOM_BELOW": (INT_MAX, 0, 4e6, int(INT_MAX * 4e6)),  # < 2**53: written
+}
+#: from 2**53 on the database does not write a capacity: read as rows (ratios of at
+#: most 6 significant digits: MySQL's 32-bit FLOAT column reads back as written)
+HUGE = {"CUSTOM_HUGE": (INT_MAX, 0, 5e6, int(INT_MAX * 5e6))}
+
+#: names whose orders differ by codepoint, case of "CUSTOM", underscores
+TRAITS = ["CUSTOM_Z", "CUSTOM_9", "CUSTOM_A_B", "CUSTOM_AB", "HW_Z", "AB", "A_B", "CUSTOMER_X"]
+
+
+def _inventory(spec: dict[str, tuple[int, int, float, int]]) -> dict[str, Any]:
+    return {
+        rc: {"total": total, "reserved": reserved, "allocation_ratio": ratio, "max_unit": 1}
+        for rc, (total, reserved, ratio, _) in spec.items()
+    }
+
+
+@pytest.fixture
+def trees(db: Database) -> dict[str, Ref]:
+    with db.begin() as conn:
+        cn = provider(
+            conn,
+            "cn",
+            inventory={"VCPU": 8, "MEMORY_MB": 4096, **_inventory(CAPACITIES)},
+            traits=TRAITS,
+        )
+        numa = provider(conn, "cn-numa0", parent=cn, inventory={"VCPU": 4})
+        bare = provider(conn, "cn-bare", parent=numa)  # no inventory, no trait
+        huge = provider(conn, "huge", inventory={"VCPU": 2, **_inventory(HUGE)})
+        allocate(conn, "c-1", cn, "VCPU", 3)
+        allocate(conn, "c-2", numa, "VCPU", 1)
+    return {"cn": cn, "numa": numa, "bare": bare, "huge": huge}
+
+
+def _fetch(db: Database, roots: set[int], written: bool) -> tuple[SummaryRows, int]:
+    """The summaries of the trees ``roots`` and how many statements they took."""
+    with db.engine.connect() as conn:
+        rc_names = resolve_names(conn, (), (), every_class=True).rc_names
+        with db.count_statements() as counter:
+            rows = ex.fetch_summaries(conn, roots, rc_names, written=written)
+    return rows, counter.count
+
+
+def _expected(trees: dict[str, Ref]) -> dict[str, ProviderSummary]:
+    cn, numa, bare, huge = trees["cn"], trees["numa"], trees["bare"], trees["huge"]
+    cn_resources = {rc: ResourceSummary(cap, 0) for rc, (*_, cap) in CAPACITIES.items()}
+    cn_resources.update(VCPU=ResourceSummary(8, 3), MEMORY_MB=ResourceSummary(4096, 0))
+    huge_resources = {rc: ResourceSummary(cap, 0) for rc, (*_, cap) in HUGE.items()}
+    huge_resources["VCPU"] = ResourceSummary(2, 0)
+    return {
+        cn.uuid: ProviderSummary(cn.uuid, "cn", None, cn.uuid, cn_resources, frozenset(TRAITS)),
+        numa.uuid: ProviderSummary(
+            numa.uuid, "cn-numa0", cn.uuid, cn.uuid, {"VCPU": ResourceSummary(4, 1)}, frozenset()
+        ),
+        bare.uuid: ProviderSummary(bare.uuid, "cn-bare", numa.uuid, cn.uuid, {}, frozenset()),
+        huge.uuid: ProviderSummary(
+            huge.uuid, "huge", None, huge.uuid, huge_resources, frozenset()
+        ),
+    }
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["rows", "written"])
+def test_summaries_capacity_truncated_toward_zero(
+    db: Database, trees: dict[str, Ref], written: bool
+) -> None:
+    rows, count = _fetch(db, {trees["cn"].id, trees["huge"].id}, written)
+    expected = _expected(trees)
+    assert rows.build() == expected
+    assert rows.uuid_by_id == {t.id: t.uuid for t in trees.values()}
+    # providers, trait names, and (rows) inventories or (written) the inventories of
+    # the one provider whose capacity the database could not write
+    assert count == 3
+    # the body: the same content, traits by name or in the key's order
+    body = orjson.loads(_render.summaries_json(rows, None))
+    assert body == rows.render()
+    assert list(body) == sorted(expected)  # by uuid
+    assert body[trees["cn"].uuid]["traits"] == sorted(TRAITS)
+    by_api = orjson.loads(_render.summaries_json(rows, _trait_order))
+    assert by_api[trees["cn"].uuid]["traits"] == [
+        "AB", "A_B", "CUSTOMER_X", "HW_Z", "CUSTOM_9", "CUSTOM_AB", "CUSTOM_A_B", "CUSTOM_Z"
+    ]  # fmt: skip
+    assert by_api[trees["bare"].uuid] == {
+        "resources": {},
+        "traits": [],
+        "parent_provider_uuid": trees["numa"].uuid,
+        "root_provider_uuid": trees["cn"].uuid,
+    }
+
+
+def test_written_resources_need_no_inventory_rows(db: Database, trees: dict[str, Ref]) -> None:
+    """Without a capacity of 2**53 or more, the database writes every provider's
+    resources: two statements (providers, trait names), none per inventory."""
+    rows, count = _fetch(db, {trees["cn"].id}, written=True)
+    assert count == 2
+    assert rows.build() == {
+        u: s for u, s in _expected(trees).items() if s.root_uuid == trees["cn"].uuid
+    }
+    _, count = _fetch(db, {trees["huge"].id}, written=False)
+    assert count == 2  # providers and inventories: no trait, no names
+
+
+def test_allocation_candidates_body_and_objects_agree(db: Database, trees: dict[str, Ref]) -> None:
+    got = allocation_candidates(db, "resources=VCPU:1")
+    summaries = got.provider_summaries
+    assert summaries == _expected(trees)
+    placement = got.to_placement()
+    assert orjson.loads(got.to_placement_json()) == placement
+    for summary in placement["provider_summaries"].values():
+        summary["traits"].sort(key=_trait_order)
+    assert orjson.loads(got.to_placement_json(trait_key=_trait_order)) == placement
+
+
+def test_uuid_needing_escapes(db: Database) -> None:
+    """A uuid that JSON must escape is written through orjson, not the template."""
+    with db.begin() as conn:
+        odd = provider(conn, "odd", uuid='od"d\\1', inventory={"VCPU": 4}, traits=["HW_Z"])
+    for written in (False, True):
+        rows, _ = _fetch(db, {odd.id}, written)
+        text = _render.summaries_json(rows, None)
+        assert (
+            orjson.loads(text)
+            == rows.render()
+            == {
+                'od"d\\1': {
+                    "resources": {"VCPU": {"capacity": 4, "used": 0}},
+                    "traits": ["HW_Z"],
+                    "parent_provider_uuid": None,
+                    "root_provider_uuid": 'od"d\\1',
+                }
+            }
+        )
+
+
+def test_many_traits_are_never_cut(db: Database) -> None:
+    """A provider's trait ids as one text are longer than MySQL 8's default
+    ``group_concat_max_len`` (1,024 bytes): the statement lifts it for itself, whatever
+    the session's."""
+    names = [f"CUSTOM_T{i:03d}" for i in range(300)]
+    with db.begin() as conn:
+        many = provider(conn, "many", inventory={"VCPU": 4}, traits=names)
+    with db.engine.connect() as conn:
+        if db.engine.dialect.name == "mysql":
+            conn.exec_driver_sql("SET SESSION group_concat_max_len = 1024")
+        rc_names = resolve_names(conn, (), (), every_class=True).rc_names
+        for written in (False, True):
+            rows = ex.fetch_summaries(conn, {many.id}, rc_names, written=written)
+            assert rows.build()[many.uuid].traits == frozenset(names)
+            assert len(next(iter(rows.trait_sets))) > 1024
+
+
+def test_usage_counts(db: Database, trees: dict[str, Ref]) -> None:
+    with db.begin() as conn:
+        allocate(conn, "c-3", trees["cn"], "MEMORY_MB", 1000)
+        allocate(conn, "c-4", trees["cn"], "CUSTOM_R16", 5)
+    for written in (False, True):
+        rows, _ = _fetch(db, {trees["cn"].id}, written)
+        got = rows.build()[trees["cn"].uuid].resources
+        assert got["MEMORY_MB"] == ResourceSummary(4096, 1000)
+        assert got["CUSTOM_R16"] == ResourceSummary(96, 5)
+        assert got["VCPU"] == ResourceSummary(8, 3)
+
+
+def test_summary_statement_compiles_per_backend(db: Database) -> None:
+    """Both forms of the providers' statement run on the backend (no rows)."""
+    with db.engine.connect() as conn:
+        for written in (False, True):
+            assert ex.driver_rows(conn, ex.SUMMARY[written], {"tree_ids": []}) == []
+        stmt = ex.SUMMARY_INVENTORIES_OF
+        assert ex.driver_rows(conn, stmt, {"summary_ids": [-1]}) == []
+        assert conn.execute(sa.select(sa.literal(1))).scalar() == 1
