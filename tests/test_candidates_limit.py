@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from rpquery.db import Database
 from rpquery.read.candidates import AllocationCandidates, allocation_candidates
 from rpquery.read.candidates import _execute as ex
-from rpquery.read.request import CandidatesRequest
+from rpquery.read.request import CandidatesRequest, parse_candidates
 from rpquery.store.tables import resource_providers
 from tests import test_candidates_property as prop
 from tests.factories import Ref, allocate, provider
@@ -202,6 +202,29 @@ def test_batches_are_sized_from_candidates_per_root() -> None:
     assert r.next(ex.Batch(20), ex.Roots([4, 2], None, {}, False), 1, 2) == ex.Batch(
         exclude=(4, 2)
     )
+
+
+def test_the_largest_limit_is_a_limit_the_database_takes(walk: Database) -> None:
+    """``limit=2147483647`` (the largest Placement takes): a batch's ``LIMIT`` is bound
+    as a 32-bit integer on PostgreSQL, so it never goes past that (before: "integer out
+    of range"); the answer is the unlimited one."""
+    for qs in ("resources=VCPU:1,MEMORY_MB:512", "resources=DISK_GB:10"):
+        full = ordered(allocation_candidates(walk, qs))
+        assert ordered(allocation_candidates(walk, f"{qs}&limit=2147483647")) == full
+        random = CandidatesRequest(
+            groups=parse_candidates(qs).groups, limit=2**31 - 1, randomize=True
+        )
+        # (a random anchor reaches a sharing-only candidate first: its root_uuid varies)
+        assert sorted(repr(c[1:]) for c in ordered(allocation_candidates(walk, random))) == sorted(
+            repr(c[1:]) for c in full
+        )
+    most = ex.Batches(2147483647, randomize=False, key=("test", 3))
+    assert most.first().limit == 2**31 - 1
+    nothing = ex.Roots([1, 2], None, {}, exhausted=False)
+    assert most.next(ex.Batch(2**31 - 1, walk=True), nothing, 0, 2) == ex.Batch(
+        2**31 - 1, walk=True, after=2
+    )
+    assert ex.Batches(2147483647, randomize=True).first().limit == 2**31 - 1
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -155,17 +155,21 @@ class Batches:
         self.key = key
         self.searched = 0
 
+    #: the largest ``LIMIT`` bound (a 32-bit ``INTEGER`` parameter on PostgreSQL): as
+    #: good as none, no cloud has that many roots
+    MOST = 2**31 - 1
+
     def first(self) -> Batch:
         limit = self.limit
         if limit is None:
             return Batch()
         if self.randomize:
-            return Batch(max(min(2 * limit, limit + 250), 20))
+            return Batch(min(max(min(2 * limit, limit + 250), 20), self.MOST))
         per_root = _PER_ROOT.get(self.key) if self.key is not None else None
         if per_root is None:
-            return Batch(limit + self.MARGIN, walk=True)
+            return Batch(min(limit + self.MARGIN, self.MOST), walk=True)
         size = math.ceil(limit / per_root * self.HINT_SLACK)
-        return Batch(min(size, 4 * limit) + self.MARGIN, walk=True)
+        return Batch(min(min(size, 4 * limit) + self.MARGIN, self.MOST), walk=True)
 
     def next(self, batch: Batch, roots: Roots, found: int, searched: int) -> Batch | None:
         """The batch after ``batch`` (which gave ``roots``, of which the search looked
@@ -185,7 +189,8 @@ class Batches:
             size = int((limit - found) * self.searched / found * self.SLACK) + self.MARGIN
         else:
             size = 4 * batch.limit
-        return Batch(size, walk=True, after=roots.ids[-1] if roots.ids else batch.after)
+        after = roots.ids[-1] if roots.ids else batch.after
+        return Batch(min(size, self.MOST), walk=True, after=after)
 
 
 #: candidates per root of the last walk that reached its ``limit``, per database and
