@@ -27,6 +27,8 @@ from rpquery.read.candidates._search import (
     Slot,
     SlotPlan,
     arrangements,
+    is_plain,
+    plain_candidates,
     plan_slots,
     search_anchor,
 )
@@ -198,3 +200,67 @@ def test_twins_change_the_work_not_the_answer(
     assert len(set(got)) == len(got)
     assert sorted(got) == sorted(want)
     assert fast.steps <= plain.steps
+
+
+@st.composite
+def plain_batches(draw: st.DrawFn) -> tuple[list[int], list[Slot]]:
+    """Anchors and unsuffixed class slots of distinct classes (a plain walk: nothing to
+    check at any pick), each anchor with 0-3 choices per slot, some with none at all."""
+    anchors = sorted(draw(st.sets(st.integers(1, 40), min_size=1, max_size=6)))
+    slots = []
+    for rc in range(draw(st.integers(1, 4))):
+        choices: dict[int, list[int]] = {}
+        for root in anchors:
+            n = draw(st.integers(0, 3))
+            if n or draw(st.booleans()):  # no entry, or an empty list
+                choices[root] = [root * 10 + k for k in range(n)]
+        slots.append(Slot("", "class", ((rc, 1),), choices))
+    return anchors, slots
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_batches(), st.integers(1, 400))
+def test_plain_candidates_are_the_walk(batch: tuple[list[int], list[Slot]], room: int) -> None:
+    """The product shortcut yields what the walk yields, in its order, counting the same
+    steps, and goes over the same budgets (then it counts nothing: the caller walks)."""
+    anchors, slots = batch
+    data, rules = SearchData({}, {}), SearchRules()
+    plan = plan_slots(slots, rules)
+    assert is_plain(plan, rules)
+    walked, budget = [], SearchBudget(room)
+    try:
+        for root in anchors:
+            walked.extend(
+                (c.root_id, c.picks) for c in search_anchor(root, slots, data, rules, plan, budget)
+            )
+    except TooComplex:
+        walked = None
+    fast = SearchBudget(room)
+    made = plain_candidates(anchors, slots, fast)
+    if walked is None:
+        assert made is None and fast.steps == 0
+    else:
+        assert made is not None
+        assert [(c.root_id, c.picks) for c in made] == walked
+        assert all(c.slots is slots for c in made)
+        assert fast.steps == budget.steps
+        if made:
+            assert plain_candidates(anchors, slots, SearchBudget(budget.steps - 1)) is None
+
+
+def test_plain_is_only_a_walk_with_nothing_to_check() -> None:
+    vcpu = Slot("", "class", ((VCPU, 1),), {})
+    mem = Slot("", "class", ((MEM, 1),), {})
+    assert is_plain(plan_slots([vcpu, mem]), SearchRules())
+    granular = Slot("_1", "granular", ((VCPU, 1),), {})
+    other = Slot("_2", "granular", ((MEM, 1),), {})
+    assert is_plain(plan_slots([granular, other]), SearchRules())
+    assert not is_plain(plan_slots([vcpu, granular]), SearchRules())  # VCPU twice: room
+    rules = SearchRules(isolate=True)
+    assert not is_plain(plan_slots([granular, other], rules), rules)
+    rules = SearchRules(required_sets=1)
+    assert not is_plain(plan_slots([vcpu, mem], rules), rules)
+    rules = SearchRules(same_subtree=(frozenset({"_1", "_2"}),))
+    assert not is_plain(plan_slots([granular, other], rules), rules)
+    twin = Slot("_3", "granular", ((MEM, 1),), {})
+    assert not is_plain(plan_slots([other, twin]), SearchRules())  # twins (and MEM twice)

@@ -344,7 +344,7 @@ def _search_counts(
     budget: SearchBudget,
     cut: list[bool],
 ) -> tuple[dict[int, int], Any]:
-    loaded = load_groups(conn, req, names, Roots(None, None, {}, True), sharing)
+    loaded = load_groups(conn, req, names, Roots(None, None, {}, True), sharing, lean=False)
     plan = plan_slots(loaded.slots, loaded.rules)
     free = {key: inv.capacity - inv.used for key, inv in loaded.data.inventory.items()}
     candidates: dict[int, list[Placement]] = {}

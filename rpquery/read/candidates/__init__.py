@@ -23,7 +23,8 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from operator import attrgetter
 
 from sqlalchemy.engine import Connection
@@ -59,6 +60,8 @@ from rpquery.read.candidates._search import (
     DEFAULT_MAX_STEPS,
     RawCandidate,
     SearchBudget,
+    is_plain,
+    plain_candidates,
     plan_slots,
     search_anchor,
 )
@@ -150,20 +153,39 @@ def _collect(
     seen: set[tuple[object, ...]],
     budget: SearchBudget,
     stop: int | None,
+    *,
+    plain: bool = True,
 ) -> int:
     """Search every anchor of the batch into ``found``. With ``limit``, at most
     ``limit`` candidates per anchor (policies keep, weigh and shuffle whole trees, so
     a tree's later candidates could never be returned), and the whole search stops at
-    ``stop`` candidates. Returns how many anchors it searched."""
+    ``stop`` candidates. Returns how many anchors it searched.
+
+    Without ``limit``, when the walk would only enumerate (:func:`is_plain`: nothing
+    to check at any pick), the batch's candidates are the products of each anchor's
+    choices (:func:`plain_candidates`: same order, same steps); ``plain=False`` always
+    walks (tests compare the two)."""
     shared = loaded.sharing_ids
     slots, data, rules = loaded.slots, loaded.data, loaded.rules
     limit = stop if stop is not None and not req.randomize else None
     per_anchor = req.limit
     allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
     plan = plan_slots(slots, rules)
-    for searched, root in enumerate(loaded.anchors, 1):
+    made = None
+    if plain and limit is None and per_anchor is None and is_plain(plan, rules):
+        # None when over the budget: then the walk raises where it goes over
+        made = plain_candidates(loaded.anchors, slots, budget)
+        if made is not None and not shared:
+            found.extend(made)
+            return len(loaded.anchors)
+    walks: Iterable[Iterable[RawCandidate]] = (
+        (search_anchor(root, slots, data, rules, plan, budget) for root in loaded.anchors)
+        if made is None
+        else (made,)  # every anchor's, one after the other (no limit: nothing stops)
+    )
+    for searched, candidates in enumerate(walks, 1):
         taken = 0
-        for cand in search_anchor(root, slots, data, rules, plan, budget):
+        for cand in candidates:
             # Only a candidate made of sharing providers alone can be reached from
             # several anchors; any other is unique to its tree.
             if shared and all(cand.picks[j] in shared for j in allocating):
@@ -187,11 +209,14 @@ def _apply_policies(
     req: CandidatesRequest,
 ) -> list[RawCandidate]:
     """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), then ``limit``."""
+    if not policies and not req.randomize:  # keep_and_weigh would keep all, in order
+        return found[: req.limit] if req.limit is not None else found
     out = keep_and_weigh(conn, found, _root_id, policies, shuffle=req.randomize)
     return out[: req.limit] if req.limit is not None else out
 
 
 _root_id = attrgetter("root_id")
+_picks = attrgetter("picks")
 
 
 def _summarise(
@@ -208,16 +233,23 @@ def _summarise(
     statement, run only in that case."""
     if not chosen:
         return AllocationCandidates()
-    trees = {
-        root_of[rp]
-        for c in chosen
-        for slot, rp in zip(c.slots, c.picks, strict=True)
-        if slot.rc_amounts
-    }
+    # Every batch's slots come in the same order (the request's groups), so the first
+    # candidate's tell which slots allocate (all but resourceless groups').
+    every_slot = all(slot.rc_amounts for slot in chosen[0].slots)
+    if every_slot:
+        trees = set(map(root_of.__getitem__, chain.from_iterable(map(_picks, chosen))))
+    else:
+        trees = {
+            root_of[rp]
+            for c in chosen
+            for slot, rp in zip(c.slots, c.picks, strict=True)
+            if slot.rc_amounts
+        }
     summaries = fetch_summaries(conn, trees, names.rc_names)
     uuid_by_id = summaries.uuid_by_id
-    outside = {c.root_id for c in chosen if c.root_id not in trees}
-    outside.update(rp for c in chosen for rp in c.picks if root_of[rp] not in trees)
+    outside = set(map(_root_id, chosen)) - trees
+    if not every_slot:  # a resourceless group's provider may be outside those trees
+        outside.update(rp for c in chosen for rp in c.picks if root_of[rp] not in trees)
     if outside:
         uuid_by_id = {**fetch_uuids(conn, outside), **uuid_by_id}
     return AllocationCandidates.from_rows(

@@ -226,9 +226,115 @@ def requests_json(rows: RequestRows) -> str | None:
     """Placement's ``allocation_requests`` as JSON text, written from one template per
     layout (and order of its providers' uuids): per candidate one ``str.format`` of its
     uuids, no dicts. ``None`` when a uuid would need escaping (then
-    :func:`_shared_requests` serves)."""
-    if not _PLAIN.fullmatch("".join(rows.uuid_by_id.values())):
+    :func:`_shared_requests` serves).
+
+    Candidates of one or two slots (one group of one or two classes, two one-class
+    groups: the big answers) go straight from their picks to a template, with no
+    layout work: which of five it is follows from two comparisons (same provider or
+    not; their uuids' order and their ids' order), and it is filled without parsing a
+    format: one provider's by ``uuid.join(pieces)``, two providers' by ``%``. Longer
+    candidates go through :meth:`RequestRows.laid_out`."""
+    uuid_by_id = rows.uuid_by_id
+    if not _PLAIN.fullmatch("".join(uuid_by_id.values())):
         return None
+    chosen = rows.chosen
+    if not chosen or len(chosen[0].picks) > 2:
+        return _laid_out_json(rows)
+    out: list[str] = []
+    append = out.append
+    by_slots: dict[int, _PairTemplates] = {}
+    slots: object = None
+    one: list[str] | None = None
+    two: list[tuple[str, Callable[[Any], tuple[str, ...]]] | None] = []
+    for c in chosen:
+        if c.slots is not slots:  # every candidate of a batch shares its slots
+            slots = c.slots
+            found = by_slots.get(id(slots))
+            if found is None:
+                found = by_slots[id(slots)] = _PairTemplates(rows)
+            templates = found
+            one, two = found.one, found.two
+        picks = c.picks
+        a = picks[0]
+        if len(picks) == 1 or a == picks[1]:
+            if one is None:
+                one = templates.make_one(c)
+            append(uuid_by_id[a].join(one))
+            continue
+        b = picks[1]
+        ua, ub = uuid_by_id[a], uuid_by_id[b]
+        k = (ua < ub) * 2 + (a < b)
+        pair = two[k] or templates.make_two(c, k)
+        append(pair[0] % pair[1]((ua, ub)))
+    return "[" + ",".join(out) + "]"
+
+
+class _PairTemplates:
+    """The templates of :func:`requests_json` for the candidates of one or two slots
+    of one batch, each made on first use: ``one`` (one provider: one slot, or both
+    slots on the same provider) as the pieces between its uuids, ``two[k]`` (two
+    providers, ``k = 2 * (uuid a < uuid b) + (id a < id b)``) as a ``%`` template and
+    the getter that orders ``(uuid a, uuid b)`` for it."""
+
+    __slots__ = ("rows", "one", "two")
+
+    def __init__(self, rows: RequestRows) -> None:
+        self.rows = rows
+        self.one: list[str] | None = None
+        self.two: list[tuple[str, Callable[[Any], tuple[str, ...]]] | None] = [None] * 4
+
+    def make_one(self, c: Any) -> list[str]:
+        pieces, _ = _pieces(self._template(c, (0,) * len(c.picks)), 1)
+        self.one = pieces
+        return pieces
+
+    def make_two(self, c: Any, k: int) -> tuple[str, Callable[[Any], tuple[str, ...]]]:
+        pieces, order = _pieces(self._template(c, (0, 1)), 2)
+        percent = "%s".join(piece.replace("%", "%%") for piece in pieces)
+        pair = self.two[k] = (percent, itemgetter(*order) if len(order) > 1 else _one(order))
+        return pair
+
+    def _template(self, c: Any, pattern: tuple[int, ...]) -> str:
+        allocs, maps = self.rows.layout(c, pattern)
+        uu = [self.rows.uuid_by_id[p] for p in c.picks]
+        return _template_for(c.picks, uu, allocs, maps)
+
+
+def _one(order: Sequence[int]) -> Callable[[Any], tuple[str, ...]]:
+    (k,) = order
+    return lambda uu: (uu[k],)
+
+
+#: Where :func:`_pieces` marks a template's fields: ``\x00`` never appears in a
+#: template (orjson escapes control characters) nor in a plain uuid.
+_FIELD = re.compile("\x00([0-9]+)\x01")
+
+
+def _pieces(template: str, fields: int) -> tuple[list[str], list[int]]:
+    """A :meth:`str.format` template of ``{0}``.. ``{fields - 1}`` as the text
+    between its fields and the field of each gap, in order.
+
+    >>> _pieces('{{"a":"{1}","b":["{0}"]}}', 2)
+    (['{"a":"', '","b":["', '"]}'], [1, 0])
+    """
+    parts = _FIELD.split(template.format(*(f"\x00{k}\x01" for k in range(fields))))
+    return parts[0::2], [int(k) for k in parts[1::2]]
+
+
+def _template_for(
+    picks: Sequence[int], uu: Sequence[str], allocs: Sequence[Any], maps: Sequence[Any]
+) -> str:
+    """The template of one candidate's layout and its providers' order: allocations by
+    uuid, each suffix's providers by id."""
+    alloc_order = tuple(sorted(range(len(allocs)), key=lambda i: uu[allocs[i][0]]))
+    map_orders = tuple(
+        ks if len(ks) == 1 else tuple(sorted(ks, key=picks.__getitem__)) for _, ks in maps
+    )
+    return _request_template(allocs, maps, alloc_order, map_orders)
+
+
+def _laid_out_json(rows: RequestRows) -> str:
+    """:func:`requests_json` of candidates of any length, through their layouts."""
     out: list[str] = []
     append = out.append
     simple: dict[int, str] = {}

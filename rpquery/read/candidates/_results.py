@@ -146,7 +146,9 @@ class RequestRows:
         self.chosen, self.uuid_by_id, self.rc_name = chosen, uuid_by_id, rc_name
         self._layouts: dict[tuple[int, tuple[int, ...]], tuple[_Allocs, _Maps]] = {}
 
-    def _layout(self, c: RawCandidate, pattern: tuple[int, ...]) -> tuple[_Allocs, _Maps]:
+    def layout(self, c: RawCandidate, pattern: tuple[int, ...]) -> tuple[_Allocs, _Maps]:
+        """The layout of candidates with ``c``'s slots and ``pattern`` (``pattern[j]``:
+        the first slot that picked slot ``j``'s provider), computed once."""
         key = (id(c.slots), pattern)
         found = self._layouts.get(key)
         if found is not None:
@@ -178,7 +180,7 @@ class RequestRows:
             else:
                 pattern = tuple(map(picks.index, picks))
             found = layouts.get((id(c.slots), pattern))
-            allocs, maps = found if found is not None else self._layout(c, pattern)
+            allocs, maps = found if found is not None else self.layout(c, pattern)
             yield c, picks, [uuid_by_id[p] for p in picks], allocs, maps
 
     def build(self) -> tuple[AllocationRequest, ...]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import product
 from typing import NamedTuple, TypeVar
 
 from rpquery.errors import TooComplex
@@ -363,6 +364,79 @@ def plan_slots(slots: Sequence[Slot], rules: SearchRules | None = None) -> SlotP
         members[i] = members[head]
     twins = [m for head, m in members.items() if m[0] == head and len(m) > 1]
     return SlotPlan(amounts, isolating, last_class, twin_of, twins)
+
+
+def is_plain(plan: SlotPlan, rules: SearchRules) -> bool:
+    """Is the walk a plain enumeration? With no residual capacity to track, no
+    ``isolate``, no ``same_subtree`` or required-trait check and no twins, every
+    choice of every slot fits whatever the others picked, so an anchor's candidates
+    are the product of its slots' choices, in the walk's order (first slot slowest).
+
+    >>> a = Slot("", "class", ((0, 1),), {}); b = Slot("", "class", ((1, 1),), {})
+    >>> is_plain(plan_slots([a, b]), SearchRules()), is_plain(plan_slots([a, a]), SearchRules())
+    (True, False)
+    """
+    return not (
+        plan.twins
+        or any(plan.amounts)
+        or any(plan.isolating)
+        or rules.same_subtree
+        or rules.required_sets
+    )
+
+
+def plain_steps(choices: Sequence[Sequence[int]]) -> int:
+    """The steps the walk takes over one anchor when it is plain (:func:`is_plain`;
+    ``choices``: each slot's, none empty): one per provider tried at each depth (every
+    prefix of the product), plus one per slot of each candidate produced.
+
+    >>> plain_steps([[1, 2], [3, 4, 5]])  # 2 + 2*3 tries, 6 candidates of 2 slots
+    20
+    """
+    steps, width = 0, 1
+    for options in choices:
+        width *= len(options)
+        steps += width
+    return steps + len(choices) * width
+
+
+def plain_candidates(
+    anchors: Sequence[int], slots: Sequence[Slot], budget: SearchBudget
+) -> list[RawCandidate] | None:
+    """What :func:`search_anchor` yields for each of ``anchors`` in turn, when the walk
+    is plain (:func:`is_plain`): the product of each anchor's choices, in the walk's
+    order, with the walk's steps counted in ``budget``. ``None`` (and nothing counted)
+    when they would go over the budget: the caller walks instead, which raises
+    ``TooComplex`` where the walk goes over.
+
+    >>> c = {1: [1, 2], 5: [6]}
+    >>> found = plain_candidates([1, 5], [Slot("", "class", ((0, 1),), c)], SearchBudget())
+    >>> [(f.root_id, f.picks) for f in found]
+    [(1, (1,)), (1, (2,)), (5, (6,))]
+    """
+    n = len(slots)
+    per_slot = [list(map(slot.choices.get, anchors)) for slot in slots]
+    per_anchor = zip(anchors, zip(*per_slot, strict=True), strict=True)
+    todo: list[tuple[int, tuple[Sequence[int], ...]]] = []
+    total = 0
+    for root, lists in per_anchor:
+        if not all(lists):  # a slot nobody can fill: the walk does nothing
+            continue
+        steps, width = 0, 1
+        for options in lists:
+            width *= len(options)
+            steps += width
+        total += steps + n * width
+        todo.append((root, lists))
+    if budget.steps + total > budget.max_steps:
+        return None
+    budget.steps += total
+    out: list[RawCandidate] = []
+    append, make = out.append, RawCandidate
+    for root, lists in todo:
+        for picks in product(*lists):
+            append(make(root, picks, slots))
+    return out
 
 
 DEFAULT_MAX_STEPS = 1_000_000

@@ -93,11 +93,15 @@ class GroupShape:
     """What a group's statements depend on besides its values: the cache key of
     :func:`group_rows_of` and :func:`could_serve_of`. The values (class ids, amounts,
     the filters' traits and aggregates) are named ``prefix`` + ``rc0``, ``amount0``,
-    ``rcs``... (:func:`group_shape`)."""
+    ``rcs``... (:func:`group_shape`). ``room``: whether :func:`group_rows_of` selects
+    each row's capacity, usage and ``max_unit``: the search needs them only for a class
+    another group of the request also asks for (otherwise the statement's own check
+    that the amount fits is all there is to know)."""
 
     granular: bool
     resources: int
     filters: FilterShape
+    room: bool = True
 
     def name(self, field: str, i: int | None = None) -> str:
         return self.filters.name(field, i)
@@ -178,14 +182,15 @@ def group_rows_of(
 ) -> Select:
     """One row per (provider, requested class) that can serve ``group``'s amount.
 
-    ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id, capacity, used,
-    inv.max_unit [, EXISTS(trait in set_i) AS req_i ...]
+    ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id [, capacity, used,
+    inv.max_unit] [, EXISTS(trait in set_i) AS req_i ...]
     FROM inventories inv JOIN resource_providers rp ON rp.id = inv.resource_provider_id
     LEFT JOIN rpq_provider_usages pu ON (provider, class)
     WHERE inv.resource_class_id IN (:rcs) AND (rc = :rc1 AND <fits :amt1> OR ...)
     AND NOT EXISTS (<forbidden trait>) AND EXISTS (<member_of>) ...
     AND (rp.root_provider_id IN (:roots) OR rp.id IN (:sharing))``
 
+    The room columns (capacity, used, ``max_unit``) only with ``shape.room``.
     Usage is one stored row per inventory (:func:`clauses.join_usage`): the planner
     looks it up by primary key for a batch of trees and hash- or merge-joins it for the
     whole cloud; ``allocations`` is never aggregated.
@@ -223,13 +228,12 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
             clauses.has_any_trait(rp.c.id, binds.many(shape.name("required", i))).label(f"req_{i}")
             for i in range(shape.filters.required)
         ]
+    room = (clauses.capacity(inv).label("capacity"), _USED.label("used"), inv.c.max_unit)
     columns = (
         rp.c.id,
         rp.c.root_provider_id,
         inv.c.resource_class_id,
-        clauses.capacity(inv).label("capacity"),
-        _USED.label("used"),
-        inv.c.max_unit,
+        *(room if shape.room else ()),
         *flags,
     )
     where = (

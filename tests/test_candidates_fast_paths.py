@@ -1,0 +1,174 @@
+"""The whole-cloud shortcuts of the candidate path against the general path they stand
+for, on small random clouds and requests (the generators of
+``tests/test_candidates_property.py``, uuids shuffled so their order is not the ids'):
+
+- *lean* group statements (no room columns for a class no other group asks for) and
+  the *plain* search (:func:`~rpquery.read.candidates._search.plain_candidates`: a
+  product per anchor when nothing is checked at any pick) find the same candidates,
+  in the same order, with the same steps, and go over the same budgets as every room
+  column read and the walk over every anchor;
+- the allocation requests' JSON written from pick templates
+  (:func:`~rpquery.read.candidates._render.requests_json`) is, byte for byte, the one
+  written through layouts and orjson's of ``to_placement()``.
+
+SQLite runs 40 examples, every backend with ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rpquery.db import Database, reading
+from rpquery.errors import TooComplex
+from rpquery.read.candidates import _collect, allocation_candidates
+from rpquery.read.candidates._execute import (
+    Batch,
+    fetch_names,
+    fetch_sharing,
+    load_groups,
+    select_roots,
+)
+from rpquery.read.candidates._render import _laid_out_json, requests_json
+from rpquery.read.candidates._search import SearchBudget
+from rpquery.read.request import CandidatesRequest, parse_candidates
+from rpquery.store import dialects
+from tests.conftest import IN_CI
+from tests.reference import Cloud, Inv, Prov
+from tests.test_candidates_property import clouds, insert, requests
+
+EXAMPLES = int(os.environ.get("RPQUERY_PROPERTY_EXAMPLES", "30" if IN_CI else "40"))
+
+
+@st.composite
+def shuffled_clouds(draw: st.DrawFn) -> Cloud:
+    """A random cloud whose uuids are dealt out anew: ids follow insertion order, so
+    with the position's uuid the two orders would always agree."""
+    cloud = draw(clouds(child_sharing=True))
+    provs = list(cloud.p.values())
+    for p, uuid in zip(provs, draw(st.permutations([p.uuid for p in provs])), strict=True):
+        p.uuid = uuid
+    return cloud
+
+
+Found = tuple[list[tuple[int, tuple[int, ...]]], int] | str
+
+
+def general_and_fast(db: Database, req: CandidatesRequest, max_steps: int) -> list[Found]:
+    """The candidates of every anchor (no limit) and the steps taken, read and searched
+    the general way, then the fast way: ``"too complex"`` when over ``max_steps``."""
+    out: list[Found] = []
+    with reading(db) as conn:
+        dialects.read_session_setup(conn)
+        names = fetch_names(conn, req)
+        sharing = fetch_sharing(conn, req, names)
+        roots = select_roots(conn, req, names, (), Batch(), sharing.rc_ids)  # every root
+        for fast in (False, True):
+            loaded = load_groups(conn, req, names, roots, sharing, lean=fast)
+            found: list = []
+            budget = SearchBudget(max_steps)
+            try:
+                _collect(loaded, req, found, set(), budget, None, plain=fast)
+            except TooComplex:
+                out.append("too complex")
+            else:
+                out.append(([(c.root_id, c.picks) for c in found], budget.steps))
+    return out
+
+
+def check_requests_json(db: Database, req: CandidatesRequest) -> int:
+    """The templates' JSON of ``req``'s answer is the layouts' and ``to_placement``'s."""
+    answer = allocation_candidates(db, req)
+    rows = answer._request_rows
+    if rows is None:
+        return 0
+    text = requests_json(rows)
+    assert text is not None  # the generators' uuids are plain
+    assert text == _laid_out_json(rows)
+    assert text.encode() == orjson.dumps(answer.to_placement()["allocation_requests"])
+    return len(rows.chosen)
+
+
+def _backends() -> list[str]:
+    return ["sqlite", "postgresql", "mysql"] if IN_CI else ["sqlite"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", _backends())
+def test_fast_paths_equal_the_general_path(backend: str, request: pytest.FixtureRequest) -> None:
+    db = request.getfixturevalue("_migrated")(backend)
+    seen = {"examples": 0, "answers": 0, "over": 0}
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    @given(
+        cloud=shuffled_clouds(),
+        req=requests(),
+        max_steps=st.sampled_from([1_000_000, 1_000_000, 3, 10, 30]),
+    )
+    def check(cloud: Cloud, req: CandidatesRequest, max_steps: int) -> None:
+        insert(db, cloud)
+        general, fast = general_and_fast(db, req, max_steps)
+        assert fast == general
+        seen["examples"] += 1
+        seen["over"] += general == "too complex"
+        seen["answers"] += check_requests_json(db, req) > 0
+
+    check()
+    assert seen["answers"] >= seen["examples"] // 10 > 0
+
+
+#: Whole-cloud shapes of the bench cloud's kind: one group of one, two or three
+#: classes (a NUMA host's classes on either node), two one-class groups, an isolated
+#: pair, a granular group beside the unsuffixed one (VCPU asked twice: room columns).
+SHAPES = (
+    "resources=VCPU:1",
+    "resources=VCPU:1,MEMORY_MB:512",
+    "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
+    "resources_A=VCPU:1&resources_B=MEMORY_MB:512&group_policy=none",
+    "resources_A=VCPU:1&resources_B=MEMORY_MB:512&group_policy=isolate",
+    "resources=VCPU:1,MEMORY_MB:512&resources_A=VCPU:1&group_policy=none",
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_fast_paths_on_numa_hosts(backend: str, request: pytest.FixtureRequest) -> None:
+    """Hosts with and without NUMA nodes (classes on the host or on either node, some
+    used up), uuids in an order unlike the ids': every shape the same both ways."""
+    db = request.getfixturevalue("_migrated")(backend)
+    provs = []
+    for h in range(6):
+        host = f"h{h}"
+        numa = h % 3 != 0
+        own = {"VCPU": Inv(total=4), "MEMORY_MB": Inv(total=2048, max_unit=2048)}
+        provs.append(
+            Prov(
+                host,
+                inventory={"DISK_GB": Inv(total=100)} | ({} if numa else own),
+                uuid=f"{(7 * h) % 10:08d}-0000-4000-8000-{h:012d}",
+            )
+        )
+        for n in range(2 if numa else 0):
+            provs.append(
+                Prov(
+                    f"{host}n{n}",
+                    parent=host,
+                    inventory={"VCPU": Inv(total=2), "MEMORY_MB": Inv(total=1024, max_unit=1024)},
+                    used={"VCPU": 2} if (h, n) == (4, 1) else {},
+                    uuid=f"{(3 * h + 5 * n) % 10:08d}-0000-4000-8000-{h:06d}{n + 1:06d}",
+                )
+            )
+    insert(db, Cloud(provs))
+    for query in SHAPES:
+        req = parse_candidates(query)
+        general, fast = general_and_fast(db, req, 1_000_000)
+        assert fast == general and general != "too complex", query
+        assert check_requests_json(db, req) > 0, query
