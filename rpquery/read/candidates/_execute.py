@@ -14,7 +14,8 @@ from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from itertools import compress
+from itertools import compress, repeat
+from operator import eq
 from typing import Any
 
 import sqlalchemy as sa
@@ -394,7 +395,7 @@ class _Collector:
         cols = list(zip(*rows, strict=True))
         rps, rcs = cols[0], cols[2]
         self.root_of.update(zip(rps, cols[1], strict=True))
-        by_rc = {rc: list(compress(rps, map(rc.__eq__, rcs))) for rc in set(rcs)}
+        by_rc = {rc: list(compress(rps, map(eq, rcs, repeat(rc)))) for rc in set(rcs)}
         if room:
             # ids and max_unit are integer columns on every driver; SUM is a Decimal on
             # MySQL (int() takes both)
