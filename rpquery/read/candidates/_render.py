@@ -144,10 +144,11 @@ def render_summary_rows(rows: SummaryRows) -> dict[str, Any]:
 # ---------------------------------------------------------------- the JSON body, one pass
 #
 # For the bytes of a whole answer the parts need not be fresh: a value that many
-# requests or summaries share (a layout's ``{"resources": {...}}``, a trait list, one
-# ``{"capacity", "used"}`` pair) is built once and referenced wherever it appears, and
-# orjson writes the whole answer in one call. Same content as ``json.dumps`` of
-# :func:`render_rows` (orjson writes no spaces and non-ASCII as UTF-8).
+# requests or summaries share (a layout's template, a trait set's list, one piece of
+# resources text per (class, capacity, used)) is written once and reused wherever it
+# appears, and orjson embeds the texts (``orjson.Fragment``) in one call. Same content
+# as ``json.dumps`` of :func:`render_rows` (orjson writes no spaces and non-ASCII as
+# UTF-8; a summary's classes come in the order the database gave them).
 
 TraitKey = Callable[[str], Any]
 
