@@ -2,7 +2,8 @@
 for, on small random clouds and requests (the generators of
 ``tests/test_candidates_property.py``, uuids shuffled so their order is not the ids'):
 
-- *lean* group statements (no room columns for a class no other group asks for) and
+- *lean* group statements (no room columns for a class no other group asks for; with
+  several classes, optionally one row per provider with a mask of its classes) and
   the *plain* search (:func:`~rpquery.read.candidates._search.plain_candidates`: a
   product per anchor when nothing is checked at any pick) find the same candidates,
   in the same order, with the same steps, and go over the same budgets as every room
@@ -60,15 +61,16 @@ Found = tuple[list[tuple[int, tuple[int, ...]]], int] | str
 
 def general_and_fast(db: Database, req: CandidatesRequest, max_steps: int) -> list[Found]:
     """The candidates of every anchor (no limit) and the steps taken, read and searched
-    the general way, then the fast way: ``"too complex"`` when over ``max_steps``."""
+    the general way, then the fast way, then the fast way with a group's offers one row
+    per provider (as on MySQL): ``"too complex"`` when over ``max_steps``."""
     out: list[Found] = []
     with reading(db) as conn:
         dialects.read_session_setup(conn)
         names = fetch_names(conn, req)
         sharing = fetch_sharing(conn, req, names)
         roots = select_roots(conn, req, names, (), Batch(), sharing.rc_ids)  # every root
-        for fast in (False, True):
-            loaded = load_groups(conn, req, names, roots, sharing, lean=fast)
+        for fast, grouped in ((False, False), (True, False), (True, True)):
+            loaded = load_groups(conn, req, names, roots, sharing, lean=fast, grouped=grouped)
             found: list = []
             budget = SearchBudget(max_steps)
             try:
@@ -116,8 +118,8 @@ def test_fast_paths_equal_the_general_path(backend: str, request: pytest.Fixture
     )
     def check(cloud: Cloud, req: CandidatesRequest, max_steps: int) -> None:
         insert(db, cloud)
-        general, fast = general_and_fast(db, req, max_steps)
-        assert fast == general
+        general, fast, grouped = general_and_fast(db, req, max_steps)
+        assert fast == general and grouped == general
         seen["examples"] += 1
         seen["over"] += general == "too complex"
         seen["answers"] += check_requests_json(db, req) > 0
@@ -169,6 +171,6 @@ def test_fast_paths_on_numa_hosts(backend: str, request: pytest.FixtureRequest) 
     insert(db, Cloud(provs))
     for query in SHAPES:
         req = parse_candidates(query)
-        general, fast = general_and_fast(db, req, 1_000_000)
-        assert fast == general and general != "too complex", query
+        general, fast, grouped = general_and_fast(db, req, 1_000_000)
+        assert fast == general == grouped and general != "too complex", query
         assert check_requests_json(db, req) > 0, query

@@ -296,3 +296,30 @@ def test_why_counted_statement_on_mariadb_groups_with_hash_joins() -> None:
     assert "GROUP_CONCAT(h.k ORDER BY h.k SEPARATOR ',' LIMIT 3)" in text
     assert text.endswith("GROUP BY h.verdict, CASE WHEN (h.verdict = %s) THEN h.k END"), text
     assert " OVER " not in text
+
+
+def test_lean_and_grouped_group_statements(dialect: Dialect) -> None:
+    """Without room columns: provider, root, class; grouped: one row per provider with
+    the mask of its classes (bits of the shape written in, the class ids bound)."""
+    import dataclasses
+
+    from rpquery.read._clauses import Binds
+
+    req = parse_candidates("resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU")
+    shape, values = q.group_shape(req.groups[0], NAMES)
+    lean = dataclasses.replace(shape, room=False)
+    text = sql(q.group_rows_of(lean, Binds(values)), dialect)
+    assert text.startswith(
+        "SELECT rp.id, rp.root_provider_id, inv.resource_class_id FROM inventories AS inv"
+    ), text
+    grouped = dataclasses.replace(lean, grouped=True)
+    text = sql(q.group_rows_of(grouped, Binds(values)), dialect)
+    integer = "SIGNED INTEGER" if dialect.name == "mysql" else "INTEGER"
+    assert re.match(
+        r"SELECT rp.id, rp.root_provider_id, CAST\(sum\(CASE WHEN \(inv.resource_class_id = "
+        r"\S+\) THEN 1 WHEN \(inv.resource_class_id = \S+\) THEN 2 ELSE 0 END\) AS "
+        rf"{integer}\) AS classes FROM inventories AS inv ",
+        text,
+    ), text
+    assert text.endswith(" GROUP BY rp.id, rp.root_provider_id"), text
+    assert "capacity" not in text and "max_unit AS" not in text

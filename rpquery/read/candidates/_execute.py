@@ -15,7 +15,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from itertools import compress, repeat
-from operator import eq
+from operator import and_, eq
 from typing import Any
 
 import sqlalchemy as sa
@@ -410,6 +410,19 @@ class _Collector:
                 flags[rp] = tuple(map(bool, extra))
         return by_rc
 
+    def offers_grouped(self, rows: Any, bits: Sequence[int]) -> dict[int, list[int]]:
+        """:meth:`offers` of a grouped statement's rows (provider, root, mask of the
+        classes ``bits[i]`` it can serve as ``2**i``)."""
+        if not rows:
+            return {}
+        rps, roots, masks = zip(*rows, strict=True)
+        self.root_of.update(zip(rps, roots, strict=True))
+        return {
+            rc: rps_of
+            for i, rc in enumerate(bits)
+            if (rps_of := list(compress(rps, map(and_, masks, repeat(1 << i)))))
+        }
+
     def add_local(self, providers: set[int]) -> None:
         """Note the trees of ``providers`` (found in a tree's own rows) as anchors."""
         root_of = self.root_of
@@ -519,14 +532,18 @@ BatchStatement = GroupRows | ResourcelessRows | TreeShape
 
 
 def group_statement(
-    g: RequestGroup, names: q.Names, room: bool = True
+    g: RequestGroup, names: q.Names, room: bool = True, grouped: bool = False
 ) -> tuple[GroupRows | ResourcelessRows, dict[str, Any]]:
     """The statement of group ``g`` (by shape) and its values (``room``: with the
-    room columns, see :class:`~rpquery.read.candidates._sql.GroupShape`)."""
+    room columns; ``grouped``: one row per provider when the group has no room columns,
+    no any-of flags and several classes; see
+    :class:`~rpquery.read.candidates._sql.GroupShape`)."""
     if g.resources:
         shape, values = q.group_shape(g, names)
         if not room:
-            shape = dataclasses.replace(shape, room=False)
+            flags = not g.is_granular and g.required
+            grouped = grouped and not flags and len(g.resources) > 1
+            shape = dataclasses.replace(shape, room=False, grouped=grouped)
         return GroupRows(shape), values
     filters, values = filter_shape(g, names, "g_")
     return ResourcelessRows(filters), values
@@ -655,9 +672,11 @@ def contended_classes(req: CandidatesRequest) -> frozenset[str]:
     return frozenset(twice)
 
 
-def _group_slots(run: _Run, g: RequestGroup, col: _Collector, room: bool = True) -> list[Slot]:
+def _group_slots(
+    run: _Run, g: RequestGroup, col: _Collector, room: bool = True, grouped: bool = False
+) -> list[Slot]:
     names = run.names
-    what, values = group_statement(g, names, room)
+    what, values = group_statement(g, names, room, grouped)
     if not g.resources:
         rows = [(int(rp), int(root)) for rp, root in run.execute(what, values)]
         col.root_of.update(rows)
@@ -666,7 +685,12 @@ def _group_slots(run: _Run, g: RequestGroup, col: _Collector, room: bool = True)
         # the anchor tree's own providers and the sharing providers sharing with it
         return [Slot(g.suffix, "resourceless", (), col.choices(found))]
     n_flags = 0 if g.is_granular else len(g.required)
-    by_rc = col.offers(run.execute(what, values), n_flags, room)
+    assert isinstance(what, GroupRows)
+    if what.shape.grouped:
+        bits = [values[what.shape.name("rc", i)] for i in range(what.shape.resources)]
+        by_rc = col.offers_grouped(run.execute(what, values), bits)
+    else:
+        by_rc = col.offers(run.execute(what, values), n_flags, room)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
     offered = [set(by_rc.get(rc, ())) for rc, _ in amounts]
     if g.is_granular:
@@ -689,12 +713,15 @@ def load_groups(
     roots: Roots,
     sharing: Sharing,
     lean: bool = True,
+    grouped: bool | None = None,
 ) -> Loaded:
     """One statement per group, parent links if ``same_subtree``. ``lean`` (the
     default): only what the search needs: a group none of whose classes another group
     asks for is read without the room columns, and ``data.inventory`` holds only the
     classes some other group asks for too (:func:`contended_classes`); else (headroom,
-    which counts every row's room) every row's."""
+    which counts every row's room) every row's. ``grouped``: a lean group of several
+    classes is read one row per provider (default: where the driver decodes values
+    slowly, :func:`rpquery.store.dialects.groups_offers`)."""
     scope = scope_key(roots.scope)
     if roots.ids is not None and isinstance(scope, BatchRoots):
         shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
@@ -708,13 +735,15 @@ def load_groups(
     slots: list[Slot] = []
     done: dict[tuple[object, ...], list[Slot]] = {}
     contended = contended_classes(req) if lean else None
+    if grouped is None:
+        grouped = dialects.groups_offers(conn)
     for g in order:  # identical groups: one statement, the same choices under each suffix
         key = (filters_key(g), tuple(sorted(g.resources.items())))
         if key in done:
             slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
         else:
             room = contended is None or not contended.isdisjoint(g.resources)
-            slots.extend(done.setdefault(key, _group_slots(run, g, col, room)))
+            slots.extend(done.setdefault(key, _group_slots(run, g, col, room, grouped)))
     parent_of: dict[int, int | None] = {}
     if req.same_subtree:
         for rp, parent in run.execute(TreeShape()):

@@ -96,12 +96,16 @@ class GroupShape:
     ``rcs``... (:func:`group_shape`). ``room``: whether :func:`group_rows_of` selects
     each row's capacity, usage and ``max_unit``: the search needs them only for a class
     another group of the request also asks for (otherwise the statement's own check
-    that the amount fits is all there is to know)."""
+    that the amount fits is all there is to know). ``grouped`` (only without room
+    columns and any-of flags): one row per provider, ``GROUP BY`` provider and root,
+    with ``classes``, the sum of ``2**i`` over the group's classes ``rc<i>`` it can
+    serve, instead of one row per (provider, class)."""
 
     granular: bool
     resources: int
     filters: FilterShape
     room: bool = True
+    grouped: bool = False
 
     def name(self, field: str, i: int | None = None) -> str:
         return self.filters.name(field, i)
@@ -206,11 +210,12 @@ def group_rows_of(
         columns, where = _group_parts(shape, exempt)
     else:
         columns, where = _parts(shape, binds, root_exempt)
-    return (
+    stmt = (
         sa.select(*columns)
         .select_from(_GROUP_FROM)
         .where(*where, *_scope(_RP, roots, sharing_ids))
     )
+    return stmt.group_by(_RP.c.id, _RP.c.root_provider_id) if shape.grouped else stmt
 
 
 _GROUP_FROM, _USED = clauses.join_usage(
@@ -229,13 +234,25 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
             for i in range(shape.filters.required)
         ]
     room = (clauses.capacity(inv).label("capacity"), _USED.label("used"), inv.c.max_unit)
-    columns = (
+    columns: tuple[ColumnElement[Any], ...] = (
         rp.c.id,
         rp.c.root_provider_id,
         inv.c.resource_class_id,
         *(room if shape.room else ()),
         *flags,
     )
+    if shape.grouped:
+        assert not shape.room and not flags, shape
+        bits: list[tuple[ColumnElement[bool], Any]] = [
+            (
+                inv.c.resource_class_id == binds.value(shape.name("rc", i)),
+                sa.literal_column(str(1 << i)),
+            )
+            for i in range(shape.resources)
+        ]
+        mask = sa.case(*bits, else_=sa.literal_column("0"))  # bits of the shape, not values
+        classes = sa.cast(sa.func.sum(mask), sa.Integer).label("classes")
+        columns = (rp.c.id, rp.c.root_provider_id, classes)
     where = (
         inv.c.resource_class_id.in_(binds.many(shape.name("rcs"))),
         _fits_one_of(shape, binds, inv, _USED),

@@ -78,6 +78,7 @@ __all__ = [
     "refresh_after_bulk_load",
     "refresh_statistics",
     "renders_summaries",
+    "groups_offers",
     "sync_id_sequence",
     "tally",
     "text_concat",
@@ -753,6 +754,17 @@ def renders_summaries(conn: Connection) -> bool:
     a per-provider subquery as a subplan (~10 µs each, ~100 ms there) and decodes
     values in C; SQLite runs in this process either way."""
     return backend(conn.dialect.name).renders_summaries
+
+
+def groups_offers(conn: Connection) -> bool:
+    """Whether allocation candidates read a group of several classes (whose room the
+    search does not track) as one row per provider, with a mask of the classes it can
+    serve (``GROUP BY``: 3 values a provider), rather than one row per (provider,
+    class) (3 values each): MySQL/MariaDB, whose driver decodes every value in Python
+    (the whole cloud at 5,000 hosts: 12,772 rows, 29 -> 14 ms of CPU, the server's time
+    unchanged within noise). PostgreSQL decodes in C (3 ms either way) and SQLite runs
+    in this process: there the rows stay as they are."""
+    return backend(conn.dialect.name).groups_offers
 
 
 def locks_rows(dialect_name: str) -> bool:

@@ -35,6 +35,7 @@ class MySQL:
     locks_rows = True
     on_server = True
     renders_summaries = True
+    groups_offers = True
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("mysql", "mariadb"):

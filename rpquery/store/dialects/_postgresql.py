@@ -21,6 +21,7 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
     locks_rows = True
     on_server = True
     renders_summaries = False
+    groups_offers = False
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("postgresql", "postgres"):

@@ -28,6 +28,7 @@ class SQLite(OnConflictWrites, StandardSQL):
     locks_rows = False
     on_server = False
     renders_summaries = False
+    groups_offers = False
 
     def normalize_url(self, url: URL) -> URL:
         return url
