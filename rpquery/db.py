@@ -368,13 +368,22 @@ def _replica_health(engine: Engine) -> tuple[bool, float | None]:
 
 
 @contextmanager
-def reading(db_or_conn: Database | Connection) -> Iterator[Connection]:
+def reading(
+    db_or_conn: Database | Connection, *, autocommit: bool = False
+) -> Iterator[Connection]:
     """The caller's connection as it is, or a read connection of the database (for
-    functions that take either)."""
+    functions that take either).
+
+    ``autocommit``: the read's statements need not share a snapshot, so on a backend
+    where that saves round trips (PostgreSQL: no ``BEGIN`` and ``ROLLBACK``,
+    :func:`rpquery.store.dialects.reads_autocommit`) a connection of the database runs
+    in autocommit mode; the caller's connection is never changed."""
     if isinstance(db_or_conn, Connection):
         yield db_or_conn
     else:
         with db_or_conn.connect() as conn:
+            if autocommit and dialects.reads_autocommit(conn.dialect.name):
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
 
 

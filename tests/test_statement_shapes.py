@@ -22,6 +22,7 @@ from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates import allocation_candidates
 from rpquery.read.request import parse_candidates
+from rpquery.store import dialects
 from tests.factories import provider
 
 TRAITS = [*shapes.HOST_TRAITS, *shapes.NIC_TRAITS, *shapes.PHYSNETS, q.SHARING_TRAIT]
@@ -167,3 +168,44 @@ def test_a_request_of_a_known_shape_compiles_nothing(db: Database) -> None:
 
     assert names(first) == {"small", "big_a"}
     assert names(second) == {"big_b"}
+
+
+def test_a_request_sends_few_statements(db: Database) -> None:
+    """Round trips, not only statements, are what a small request waits for: names and
+    sharing pairs are one statement (with PostgreSQL's session settings folded in), then
+    the anchor roots (with ``limit``), one statement per group and the two summary
+    statements; on PostgreSQL the read runs in autocommit mode (no ``BEGIN`` and
+    ``ROLLBACK`` around it, which the statement count does not see)."""
+    agg = "11111111-2222-4333-8444-555555555555"
+    with db.begin() as conn:
+        provider(conn, "host", inventory={"VCPU": 4, "MEMORY_MB": 2048}, aggregates=[agg])
+        provider(
+            conn, "disk", inventory={"DISK_GB": 100}, traits=[q.SHARING_TRAIT], aggregates=[agg]
+        )
+    levels: list[object] = []
+
+    def seen(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
+        levels.append(conn.get_execution_options().get("isolation_level"))
+
+    sa.event.listen(db.engine, "before_cursor_execute", seen)
+    expected = {
+        # names and sharing, anchor roots, the group, summaries and their traits
+        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&limit=2": 5,
+        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10": 4,
+        "resources=VCPU:1&resources1=MEMORY_MB:512&group_policy=none": 5,
+        "resources=VCPU:8": 2,  # no candidate: no summaries
+    }
+    for qs, count in expected.items():
+        levels.clear()
+        with db.count_statements() as counter:
+            answer = allocation_candidates(db, qs)
+        assert counter.count == count, (qs, counter.statements)
+        assert "AS sinv" in counter.statements[0] and "FROM traits" in counter.statements[0]
+        assert ("limit" in qs) == counter.statements[1].lstrip().startswith("SELECT root.id")
+        if "DISK_GB" in qs:
+            assert len(answer.allocation_requests) == 1
+            (ar,) = answer.allocation_requests
+            names = {answer.provider_summaries[u].name for u in ar.allocations}
+            assert names == {"host", "disk"}
+        autocommit = dialects.reads_autocommit(db.dialect_name)
+        assert set(levels) == ({"AUTOCOMMIT"} if autocommit else {None}), qs

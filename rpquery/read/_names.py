@@ -84,7 +84,19 @@ def resolve_names(
     trait_ids: dict[str, int] = {}
     for kind, name, ident in rows:
         (every_rc if kind == "rc" else trait_ids)[name] = int(ident)
-    rc_ids = {name: every_rc[name] for name in rcs if name in every_rc}
-    raise_missing(rcs, rc_ids, "rpquery.resource_class.not_found", "resource class")
-    raise_missing(trs, trait_ids, "rpquery.trait.not_found", "trait")
+    return names_found(rcs, trs, every_rc, trait_ids)
+
+
+def names_found(
+    rc_names: set[str],
+    trait_names: set[str],
+    every_rc: dict[str, int],
+    trait_ids: dict[str, int],
+) -> Names:
+    """The :class:`Names` of a request from the classes and traits read (``every_rc``:
+    every class read, or only the requested ones); an unknown class or trait raises
+    ``InvalidRequest`` (see :func:`resolve_names`)."""
+    rc_ids = {name: every_rc[name] for name in rc_names if name in every_rc}
+    raise_missing(rc_names, rc_ids, "rpquery.resource_class.not_found", "resource class")
+    raise_missing(trait_names, trait_ids, "rpquery.trait.not_found", "trait")
     return Names(rc_ids, trait_ids, {ident: name for name, ident in every_rc.items()})

@@ -7,13 +7,15 @@
 
 How one request runs (a fixed number of statements, whatever the cloud's size):
 
-1. names → ids (one statement);
+1. names → ids and the sharing pairs (one statement, which also carries PostgreSQL's
+   session settings; on PostgreSQL the read runs in autocommit mode: no ``BEGIN``, no
+   ``ROLLBACK``);
 2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
    policy needing every host, a batch of roots in id order, ``ORDER BY``/``LIMIT``, so
    only a batch of trees is looked at; steps 2-4 run again for the next batch until
    ``limit`` candidates are found: :class:`~rpquery.read.candidates._execute.Batches`);
-3. sharing pairs, then one statement per request group with capacity, usage, traits and
-   aggregates (:mod:`rpquery.read.candidates._sql`);
+3. one statement per request group with capacity, usage, traits and aggregates
+   (:mod:`rpquery.read.candidates._sql`);
 4. the pruning search (:mod:`rpquery.read.candidates._search`, lazy, under a step budget:
    :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``;
 5. provider summaries for the trees the returned candidates allocate from (two
@@ -40,7 +42,7 @@ from rpquery.read.candidates._execute import (
     Batches,
     Loaded,
     fetch_names,
-    fetch_sharing,
+    fetch_names_sharing,
     fetch_summaries,
     fetch_uuids,
     load_groups,
@@ -83,7 +85,9 @@ def allocation_candidates(
     (``rpquery.candidates.too_complex``)."""
     req = as_candidates_request(request)
     budget = search_budget(db, max_search_steps)
-    with paused_gc(), reading(db) as conn:  # gc: ~10^5 acyclic rows at whole-cloud scale
+    # gc: ~10^5 acyclic rows at whole-cloud scale; autocommit: the statements need no
+    # common snapshot (at READ COMMITTED each has its own anyway)
+    with paused_gc(), reading(db, autocommit=True) as conn, dialects.unprepared(conn):
         return _run(conn, req, policies, budget)
 
 
@@ -124,9 +128,7 @@ def _run(
     policies: Sequence[HostPolicy],
     budget: SearchBudget,
 ) -> AllocationCandidates:
-    dialects.read_session_setup(conn)
-    names = fetch_names(conn, req)
-    sharing = fetch_sharing(conn, req, names)
+    names, sharing = fetch_names_sharing(conn, req)
     push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
     stop = req.limit if push_limit else None
     found: list[RawCandidate] = []

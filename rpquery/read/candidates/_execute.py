@@ -25,7 +25,7 @@ from sqlalchemy.sql import ColumnElement, Executable
 from rpquery.policies.base import HostPolicy
 from rpquery.read._clauses import Binds, Ids, ids_param
 from rpquery.read._filters import FilterShape, filter_shape
-from rpquery.read._names import resolve_names
+from rpquery.read._names import SHARING_TRAIT, names_found, resolve_names
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._results import SummaryRows
@@ -592,6 +592,48 @@ def _sharing_query(req: CandidatesRequest, names: q.Names) -> tuple[sa.Select, d
     return _SHARING[_any_class(req)], {"sharing_trait": names.sharing_trait, "sharing_rcs": rc_ids}
 
 
+def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Names, Sharing]:
+    """:func:`fetch_names` and :func:`fetch_sharing` in one statement
+    (:func:`rpquery.read.candidates._sql.names_sharing_of`), which also carries the
+    read's session settings where there are some
+    (:func:`rpquery.store.dialects.read_settings`): the first round trip of a request
+    is its only one before the anchor roots."""
+    rcs, trs = set(req.resource_class_names()), set(req.trait_names())
+    stmt, params = _names_sharing_query(req, dialects.read_settings(conn.dialect.name))
+    every_rc: dict[str, int] = {}
+    trait_ids: dict[str, int] = {}
+    shared_with: dict[int, set[int]] = defaultdict(set)
+    shared_rcs: set[int] = set()
+    for name, ident, root, rc in driver_rows(conn, stmt, params):
+        if name is None:  # a sharing pair
+            shared_with[int(root)].add(int(ident))
+            if rc is not None:
+                shared_rcs.add(int(rc))
+        elif root is None:
+            every_rc[name] = int(ident)
+        else:
+            trait_ids[name] = int(ident)
+    names = names_found(rcs, trs, every_rc, trait_ids)
+    return names, Sharing(shared_with, frozenset(shared_rcs))
+
+
+def _names_sharing_query(
+    req: CandidatesRequest, settings: str | None
+) -> tuple[sa.CompoundSelect, dict[str, Any]]:
+    params = {
+        "trait_names": sorted({*req.trait_names(), SHARING_TRAIT}),
+        "sharing_trait_name": SHARING_TRAIT,
+        "sharing_rc_names": sorted(req.resource_class_names()),
+    }
+    return _names_sharing_stmt(_any_class(req), settings), params
+
+
+@functools.lru_cache(maxsize=8)
+def _names_sharing_stmt(any_class: bool, settings: str | None) -> sa.CompoundSelect:
+    column = None if settings is None else sa.literal_column(settings, sa.String)
+    return q.names_sharing_of(any_class=any_class, settings=column)
+
+
 def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:
     """Sharing pairs for the request's classes (one statement; none without sharing)."""
     shared_with: dict[int, set[int]] = defaultdict(set)
@@ -811,7 +853,8 @@ _UUIDS = sa.select(resource_providers.c.id, resource_providers.c.uuid).where(
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     """The main statements of ``req`` for ``explain``: the anchor-roots statement (the
-    first batch's when ``limit`` is set), then sharing pairs and one statement per group
+    first batch's when ``limit`` is set), then names and sharing pairs (one statement,
+    without the session settings) and one statement per group
     as a full answer runs them (scoped by the roots statement, no sharing ids bound)."""
     batch = Batches(req.limit, randomize=req.randomize).first()
     out: list[Executable] = []
@@ -821,9 +864,8 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     roots, roots_values, _ = roots_query(req, names, (), Batch())
     if roots is not None and batch.limit is None:
         out.append(roots.params(roots_values))
-    if names.sharing_trait is not None:
-        stmt, params = _sharing_query(req, names)
-        out.append(stmt.params(params))
+    names_sharing, params = _names_sharing_query(req, None)
+    out.append(names_sharing.params(params))
     for g in req.groups:
         what, values = group_statement(g, names)
         stmt = _stmt(what, scope_key(roots))

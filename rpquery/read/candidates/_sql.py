@@ -59,6 +59,8 @@ _SINV = inventories.alias("sinv")
 _SAGG = resource_provider_aggregates.alias("sagg")
 _TAGG = resource_provider_aggregates.alias("tagg")
 _TP = resource_providers.alias("tp")
+_SHT = traits.alias("sht")
+_SRC = resource_classes.alias("src")
 #: The anchor roots' alias of :func:`roots_stmt` (policies' clauses are built on it)
 ROOT = resource_providers.alias("root")
 
@@ -375,29 +377,92 @@ def sharing_of(binds: Binds, *, any_class: bool = False) -> Select:
     Run first and unscoped: it touches only sharing providers (few in any cloud), and
     tells :func:`could_serve` which classes trees need not hold themselves.
     """
+    columns = (
+        _ST.c.resource_provider_id.label("sharing_id"),
+        _TP.c.root_provider_id,
+        _SINV.c.resource_class_id,
+    )
+    return _sharing(columns, binds.value("sharing_trait"), binds.many("sharing_rcs"), any_class)
+
+
+def _sharing(
+    columns: Sequence[ColumnElement[Any]],
+    trait: Any,
+    rc_ids: Any,
+    any_class: bool,
+) -> Select:
+    """:func:`sharing_of`'s ``SELECT DISTINCT <columns> FROM ... WHERE ...`` with the
+    sharing trait's id and the classes' ids given as values, parameters or subqueries."""
     st, sinv, sagg, tagg, tp = _ST, _SINV, _SAGG, _TAGG, _TP
-    has_class = sinv.c.resource_class_id.in_(binds.many("sharing_rcs"))
+    has_class = sinv.c.resource_class_id.in_(rc_ids)
     on_inv = sinv.c.resource_provider_id == st.c.resource_provider_id
     with_inv = (
         st.outerjoin(sinv, sa.and_(on_inv, has_class)) if any_class else st.join(sinv, on_inv)
     )
     return (
-        sa.select(
-            st.c.resource_provider_id.label("sharing_id"),
-            tp.c.root_provider_id,
-            sinv.c.resource_class_id,
-        )
+        sa.select(*columns)
         .distinct()
         .select_from(
             with_inv.join(sagg, sagg.c.resource_provider_id == st.c.resource_provider_id)
             .join(tagg, tagg.c.aggregate_id == sagg.c.aggregate_id)
             .join(tp, tp.c.id == tagg.c.resource_provider_id)
         )
-        .where(
-            st.c.trait_id == binds.value("sharing_trait"),
-            *(() if any_class else (has_class,)),
-        )
+        .where(st.c.trait_id == trait, *(() if any_class else (has_class,)))
     )
+
+
+def names_sharing_of(
+    *, any_class: bool = False, settings: ColumnElement[str] | None = None
+) -> sa.CompoundSelect:
+    """The request's names and its sharing pairs in one statement (one round trip): rows
+    ``(name, id, root, rc)``, ``UNION ALL`` of
+
+    - ``NULL, sharing provider, root of a tree it shares with, requested class it has``
+      (:func:`sharing_of`, the trait and classes looked up by name: ``st.trait_id =
+      (SELECT id FROM traits WHERE name = :sharing_trait_name)``, ``resource_class_id
+      IN (SELECT id FROM resource_classes WHERE name IN (:sharing_rc_names))``);
+    - ``name, id, NULL, NULL`` of every resource class (summaries name every
+      inventory's);
+    - ``name, id, 0, NULL`` of the traits named ``:trait_names`` (``0``: a trait);
+    - with ``settings`` (PostgreSQL: ``set_config(...)``, the read's session settings,
+      :func:`rpquery.store.dialects.read_settings`), ``SELECT NULL, ... WHERE
+      <settings> IS NULL``: no row, and no round trip of its own (the settings hold for
+      the statements after this one).
+
+    No kind column: a sharing pair costs the driver one ``NULL`` more than
+    :func:`sharing_of`'s row (a cloud may have thousands of pairs).
+    """
+    null, rc, t = sa.null(), resource_classes, traits
+
+    def row(*columns: ColumnElement[Any]) -> tuple[ColumnElement[Any], ...]:
+        return tuple(c.label(n) for c, n in zip(columns, _NAMES_COLUMNS, strict=True))
+
+    trait = (
+        sa.select(_SHT.c.id)
+        .where(_SHT.c.name == sa.bindparam("sharing_trait_name", type_=sa.String))
+        .scalar_subquery()
+    )
+    rc_ids = sa.select(_SRC.c.id).where(
+        _SRC.c.name.in_(sa.bindparam("sharing_rc_names", expanding=True))
+    )
+    shared = row(
+        null, _ST.c.resource_provider_id, _TP.c.root_provider_id, _SINV.c.resource_class_id
+    )
+    # the sharing rows first: their integer columns type the NULLs of the others
+    # (PostgreSQL types a UNION pairwise, two NULLs as text)
+    branches = [
+        _sharing(shared, trait, rc_ids, any_class),
+        sa.select(*row(rc.c.name, rc.c.id, null, null)),
+        sa.select(*row(t.c.name, t.c.id, sa.literal_column("0"), null)).where(
+            t.c.name.in_(sa.bindparam("trait_names", expanding=True))
+        ),
+    ]
+    if settings is not None:
+        branches.append(sa.select(*row(null, null, null, null)).where(settings.is_(None)))
+    return sa.union_all(*branches)
+
+
+_NAMES_COLUMNS = ("name", "id", "root", "rc")
 
 
 def _per_row(clause: ColumnElement[bool]) -> ColumnElement[bool]:

@@ -75,6 +75,8 @@ __all__ = [
     "ratio_as_written",
     "ratio_as_written_expr",
     "read_session_setup",
+    "read_settings",
+    "reads_autocommit",
     "refresh_after_bulk_load",
     "refresh_statistics",
     "renders_summaries",
@@ -85,6 +87,7 @@ __all__ = [
     "to_int",
     "triggers_suspended",
     "trunc_int",
+    "unprepared",
 ]
 
 # ---------------------------------------------------------------- the registry
@@ -765,6 +768,34 @@ def groups_offers(conn: Connection) -> bool:
     unchanged within noise). PostgreSQL decodes in C (3 ms either way) and SQLite runs
     in this process: there the rows stay as they are."""
     return backend(conn.dialect.name).groups_offers
+def read_settings(dialect_name: str) -> str | None:
+    """What :func:`read_session_setup` sets, as an SQL expression to fold into the
+    first statement of a read (no round trip of its own), or ``None`` where there is
+    nothing to set. PostgreSQL: ``set_config('jit', 'off', false)``, for the session (the
+    read may run in autocommit mode, where ``SET LOCAL`` would last one statement): the
+    pooled connection keeps ``jit`` off. Generic plans are kept away by
+    :func:`unprepared` instead of ``plan_cache_mode``: an unprepared statement is planned
+    for its values every time.
+    """
+    return backend(dialect_name).read_settings()
+
+
+def unprepared(conn: Connection) -> AbstractContextManager[None]:
+    """No server-side prepared statement for what ``conn`` runs inside the block:
+    PostgreSQL's psycopg prepares a statement sent five times, and PostgreSQL may then
+    plan it once for any values (a generic plan: ``= ANY(:ids)`` guessed at ten ids and
+    reused for five thousand). Client-side only (psycopg's ``prepare_threshold``), no
+    round trip; nothing to do elsewhere."""
+    return backend(conn.dialect.name).unprepared(conn)
+
+
+def reads_autocommit(dialect_name: str) -> bool:
+    """Whether a read that needs no snapshot shared by its statements should run in
+    autocommit mode: PostgreSQL (psycopg switches without a round trip, and ``BEGIN``
+    and ``ROLLBACK`` are two round trips of a read's seven; at ``READ COMMITTED`` each
+    statement of a transaction takes its own snapshot anyway). Not MySQL/MariaDB
+    (PyMySQL's switch is a round trip each way) nor SQLite (in the process)."""
+    return backend(dialect_name).reads_autocommit
 
 
 def locks_rows(dialect_name: str) -> bool:

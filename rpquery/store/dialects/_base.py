@@ -37,6 +37,10 @@ class Backend(Protocol):
     #: Whether a group's offers come one row per provider with a mask of its classes
     #: (:func:`rpquery.store.dialects.groups_offers`).
     groups_offers: bool
+    #: Whether a read that needs no snapshot across its statements is cheaper in
+    #: autocommit mode (no ``BEGIN``/``ROLLBACK`` round trips): PostgreSQL with psycopg,
+    #: which switches modes without a round trip.
+    reads_autocommit: bool
 
     # -- engine setup (rpquery.db)
     def normalize_url(self, url: URL) -> URL: ...
@@ -47,6 +51,8 @@ class Backend(Protocol):
 
     # -- sessions and locks
     def read_session_setup(self, conn: Connection) -> None: ...
+    def read_settings(self) -> str | None: ...
+    def unprepared(self, conn: Connection) -> AbstractContextManager[None]: ...
     def one_snapshot(self, conn: Connection) -> None: ...
     def block_writers(self, conn: Connection, tables: Sequence[str]) -> None: ...
 

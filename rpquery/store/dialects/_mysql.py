@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ SQL_MODE = "TRADITIONAL"
 class MySQL:
     name = "mysql"
     locks_rows = True
+    reads_autocommit = False
     on_server = True
     renders_summaries = True
     groups_offers = True
@@ -62,6 +63,12 @@ class MySQL:
 
     def read_session_setup(self, conn: Connection) -> None:
         pass
+
+    def read_settings(self) -> str | None:
+        return None
+
+    def unprepared(self, conn: Connection) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def one_snapshot(self, conn: Connection) -> None:
         pass  # REPEATABLE READ is the default

@@ -19,6 +19,7 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
     insert = staticmethod(pg_dialect.insert)
     name = "postgresql"
     locks_rows = True
+    reads_autocommit = True
     on_server = True
     renders_summaries = False
     groups_offers = False
@@ -50,6 +51,25 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
 
     def read_session_setup(self, conn: Connection) -> None:
         conn.exec_driver_sql("SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan")
+
+    def read_settings(self) -> str | None:
+        # for the session, not the transaction: a read may run in autocommit mode
+        return "set_config('jit', 'off', false)"
+
+    @contextmanager
+    def unprepared(self, conn: Connection) -> Iterator[None]:
+        # psycopg prepares a statement sent prepare_threshold times (5); unprepared,
+        # every plan is made for the values sent (never a generic plan)
+        driver = conn.connection.driver_connection
+        before = getattr(driver, "prepare_threshold", None)
+        if before is None:
+            yield
+            return
+        driver.prepare_threshold = None  # type: ignore[union-attr]
+        try:
+            yield
+        finally:
+            driver.prepare_threshold = before  # type: ignore[union-attr]
 
     def one_snapshot(self, conn: Connection) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

@@ -4,7 +4,7 @@ writes, triggers dropped and re-created inside the transaction."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ class SQLite(OnConflictWrites, StandardSQL):
     #: The write transaction locks the whole database: a long read inside one stalls
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
     locks_rows = False
+    reads_autocommit = False
     on_server = False
     renders_summaries = False
     groups_offers = False
@@ -52,6 +53,12 @@ class SQLite(OnConflictWrites, StandardSQL):
 
     def read_session_setup(self, conn: Connection) -> None:
         pass
+
+    def read_settings(self) -> str | None:
+        return None
+
+    def unprepared(self, conn: Connection) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def one_snapshot(self, conn: Connection) -> None:
         pass  # reads see one snapshot
