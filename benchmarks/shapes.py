@@ -143,19 +143,28 @@ def _percentile(values: list[float], p: float) -> float:
 
 
 class _Compiles:
-    """Counts statements SQLAlchemy had to compile (a compiled-cache miss): a first ask
-    that compiled nothing had a shape seen before, whatever its values."""
+    """Counts statements SQLAlchemy had to compile (a compiled-cache miss, or a part of
+    a merged statement compiled for the first time): a first ask that compiled nothing
+    had a shape seen before, whatever its values."""
 
     def __init__(self, db: Any) -> None:
         from sqlalchemy import event
 
-        self.misses = 0
+        from rpquery.read.candidates import _execute
+
+        self.cache_misses = 0
         self.engine = db.engine
+        self.parts = _execute._compiled.cache_info
+        self.parts_before = self.parts().misses
         event.listen(self.engine, "after_cursor_execute", self.seen)
+
+    @property
+    def misses(self) -> int:
+        return self.cache_misses + self.parts().misses - self.parts_before
 
     def seen(self, conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
         if ctx is not None and ctx.cache_hit == ctx.dialect.CACHE_MISS:
-            self.misses += 1
+            self.cache_misses += 1
 
 
 def _summary(label: str, values: list[float]) -> dict[str, Any]:

@@ -209,3 +209,44 @@ def test_a_request_sends_few_statements(db: Database) -> None:
             assert names == {"host", "disk"}
         autocommit = dialects.reads_autocommit(db.dialect_name)
         assert set(levels) == ({"AUTOCOMMIT"} if autocommit else {None}), qs
+
+
+def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) -> None:
+    """With its roots restricted (``limit``), a batch's group statements and parent
+    links go to a database server as one statement (each compiled once, whatever shapes
+    a request combines); SQLite, in the process, runs them apart. The same answers."""
+    with db.begin() as conn:
+        for name, numa in (("one", 1), ("two", 2)):
+            host = provider(conn, name, inventory={"MEMORY_MB": 4096})
+            for n in range(numa):
+                node = provider(conn, f"{name}_numa{n}", parent=host, inventory={"VCPU": 4})
+                provider(
+                    conn,
+                    f"{name}_nic{n}",
+                    parent=node,
+                    inventory={"SRIOV_NET_VF": 4},
+                    traits=["CUSTOM_PHYSNET_A"] if n == 0 else ["CUSTOM_PHYSNET_B"],
+                )
+    qs = (
+        "resources=MEMORY_MB:512&resources_CPU=VCPU:2&resources_NIC=SRIOV_NET_VF:1"
+        "&required_NIC=CUSTOM_PHYSNET_{}&same_subtree=_CPU,_NIC&group_policy=none&limit=5"
+    )
+    server = dialects.backend(db.dialect_name).on_server
+    compiled = ex._compiled.cache_info().misses
+    for physnet, hosts in (("A", {"one", "two"}), ("B", {"two"})):
+        with db.count_statements() as counter:
+            answer = allocation_candidates(db, qs.format(physnet))
+        # names and sharing, roots, 3 group statements and parent links (1 merged on a
+        # server), two summary statements
+        assert counter.count == (5 if server else 8), counter.statements
+        by_uuid = {u: s.name for u, s in answer.provider_summaries.items()}
+        got = [sorted(by_uuid[u] for u in ar.allocations) for ar in answer.allocation_requests]
+        host = {"one", "two"}
+        assert {n for names in got for n in names if n in host} == hosts
+        for names in got:  # the VF under the NUMA node that gives the VCPU
+            (numa,) = (n for n in names if "numa" in n)
+            (nic,) = (n for n in names if "nic" in n)
+            assert numa[-1] == nic[-1]
+        if physnet == "A":
+            compiled = ex._compiled.cache_info().misses
+    assert ex._compiled.cache_info().misses == compiled  # the second compiled nothing
