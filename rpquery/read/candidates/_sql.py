@@ -382,19 +382,20 @@ def sharing_of(binds: Binds, *, any_class: bool = False) -> Select:
         _TP.c.root_provider_id,
         _SINV.c.resource_class_id,
     )
-    return _sharing(columns, binds.value("sharing_trait"), binds.many("sharing_rcs"), any_class)
+    has_class = _SINV.c.resource_class_id.in_(binds.many("sharing_rcs"))
+    return _sharing(columns, binds.value("sharing_trait"), has_class, any_class)
 
 
 def _sharing(
     columns: Sequence[ColumnElement[Any]],
     trait: Any,
-    rc_ids: Any,
+    has_class: ColumnElement[bool],
     any_class: bool,
 ) -> Select:
     """:func:`sharing_of`'s ``SELECT DISTINCT <columns> FROM ... WHERE ...`` with the
-    sharing trait's id and the classes' ids given as values, parameters or subqueries."""
+    sharing trait's id (a value, a parameter or a subquery) and the test of a requested
+    class on ``sinv``."""
     st, sinv, sagg, tagg, tp = _ST, _SINV, _SAGG, _TAGG, _TP
-    has_class = sinv.c.resource_class_id.in_(rc_ids)
     on_inv = sinv.c.resource_provider_id == st.c.resource_provider_id
     with_inv = (
         st.outerjoin(sinv, sa.and_(on_inv, has_class)) if any_class else st.join(sinv, on_inv)
@@ -419,8 +420,8 @@ def names_sharing_of(
 
     - ``NULL, sharing provider, root of a tree it shares with, requested class it has``
       (:func:`sharing_of`, the trait and classes looked up by name: ``st.trait_id =
-      (SELECT id FROM traits WHERE name = :sharing_trait_name)``, ``resource_class_id
-      IN (SELECT id FROM resource_classes WHERE name IN (:sharing_rc_names))``);
+      (SELECT id FROM traits WHERE name = :sharing_trait_name)``, ``(SELECT name FROM
+      resource_classes WHERE id = sinv.resource_class_id) IN (:sharing_rc_names)``);
     - ``name, id, NULL, NULL`` of every resource class (summaries name every
       inventory's);
     - ``name, id, 0, NULL`` of the traits named ``:trait_names`` (``0``: a trait);
@@ -442,8 +443,11 @@ def names_sharing_of(
         .where(_SHT.c.name == sa.bindparam("sharing_trait_name", type_=sa.String))
         .scalar_subquery()
     )
-    rc_ids = sa.select(_SRC.c.id).where(
-        _SRC.c.name.in_(sa.bindparam("sharing_rc_names", expanding=True))
+    # the class's name per inventory row (a sharing provider has a few), not a join:
+    # one relation fewer for PostgreSQL to plan (0.75 -> 0.5 ms at 100 hosts)
+    rc_name = sa.select(_SRC.c.name).where(_SRC.c.id == _SINV.c.resource_class_id)
+    has_class = rc_name.scalar_subquery().in_(
+        sa.bindparam("sharing_rc_names", expanding=True)
     )
     shared = row(
         null, _ST.c.resource_provider_id, _TP.c.root_provider_id, _SINV.c.resource_class_id
@@ -451,7 +455,7 @@ def names_sharing_of(
     # the sharing rows first: their integer columns type the NULLs of the others
     # (PostgreSQL types a UNION pairwise, two NULLs as text)
     branches = [
-        _sharing(shared, trait, rc_ids, any_class),
+        _sharing(shared, trait, has_class, any_class),
         sa.select(*row(rc.c.name, rc.c.id, null, null)),
         sa.select(*row(t.c.name, t.c.id, sa.literal_column("0"), null)).where(
             t.c.name.in_(sa.bindparam("trait_names", expanding=True))
