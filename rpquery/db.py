@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,6 +52,7 @@ __all__ = [
     "Tracer",
     "layer_logger",
     "normalize_url",
+    "read_retrying",
     "reading",
     "split_urls",
 ]
@@ -360,11 +362,14 @@ def _replica_health(engine: Engine) -> tuple[bool, float | None]:
     whose replay is paused or behind ages, an idle one does not); a server that is not
     in recovery (a promoted standby) has no lag. MariaDB/MySQL: ``Seconds_Behind_Master``
     when the server is a replica, else ``None``."""
+    token = _PING.set(True)  # a health check is no read to retry: pinged
     try:
         with engine.connect() as conn:
             return True, dialects.backend(engine.dialect.name).replica_lag(conn)
     except exc.DBAPIError:
         return False, None
+    finally:
+        _PING.reset(token)
 
 
 @contextmanager
@@ -535,12 +540,77 @@ def _listen(engine: Engine, on_execute: Callable[..., None]) -> None:
 
 def _make_engine(url: URL, **engine_kw: Any) -> Engine:
     """The engine, set up for its backend (pool options, connect and begin hooks:
-    SQLite's pragmas and ``BEGIN IMMEDIATE``, MySQL/MariaDB's ``sql_mode``)."""
+    SQLite's pragmas and ``BEGIN IMMEDIATE``, MySQL/MariaDB's ``sql_mode``).
+
+    ``pool_pre_ping`` (the servers' default) is rpquery's own: a connection is pinged
+    when it is checked out, as SQLAlchemy's would, unless the read checking it out
+    handles a closed connection itself (:func:`read_retrying`), which saves the ping's
+    round trip."""
     backend = dialects.backend(url.get_backend_name())
     backend.engine_options(engine_kw)
+    ping = engine_kw.pop("pool_pre_ping", False)
     engine = create_engine(url, **engine_kw)
     backend.engine_created(engine)
+    if ping:
+        event.listen(engine, "connect", _fresh)
+        event.listen(engine, "checkout", _pinger(engine.dialect))
     return engine
+
+
+#: False while a read that retries on a closed connection checks one out
+_PING: ContextVar[bool] = ContextVar("rpquery_ping", default=True)
+_FRESH = "rpquery_fresh"
+
+
+def _fresh(dbapi_connection: Any, record: Any) -> None:
+    record.info[_FRESH] = True  # just connected: no need to ping it
+
+
+def _pinger(dialect: Any) -> Callable[[Any, Any, Any], None]:
+    def ping_on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        """SQLAlchemy's pre-ping as a checkout hook: a connection the server closed is
+        replaced (``DisconnectionError``: the pool discards it and checks out another)."""
+        if record.info.pop(_FRESH, False) or not _PING.get():
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as error:
+            if dialect.is_disconnect(error, dbapi_connection, None):
+                raise exc.DisconnectionError(str(error)) from error
+            raise
+
+    return ping_on_checkout
+
+
+def read_retrying(
+    db_or_conn: Database | Connection,
+    work: Callable[[Connection], T],
+    *,
+    autocommit: bool = False,
+) -> T:
+    """``work(conn)``, a read, on the caller's connection or on a read connection of the
+    database (:func:`reading`). A connection of the database is checked out without the
+    ping (one round trip of a small read's five or six on a server): should the server
+    have closed it, the first statement fails as a disconnect, SQLAlchemy discards the
+    connection, and ``work`` runs once more on another one (a read is safe to repeat).
+    ``work`` must only read."""
+    if isinstance(db_or_conn, Connection):
+        return work(db_or_conn)
+    token = _PING.set(False)
+    pinging = False
+    try:
+        with reading(db_or_conn, autocommit=autocommit) as conn:
+            _PING.reset(token)  # checked out: whatever work() connects to is pinged
+            pinging = True
+            return work(conn)
+    except RpqueryError as error:
+        if not getattr(error.__cause__, "connection_invalidated", False):
+            raise
+    finally:
+        if not pinging:
+            _PING.reset(token)
+    with reading(db_or_conn, autocommit=autocommit) as conn:  # pinged, as usual
+        return work(conn)
 
 
 @contextmanager

@@ -250,3 +250,43 @@ def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) ->
         if physnet == "A":
             compiled = ex._compiled.cache_info().misses
     assert ex._compiled.cache_info().misses == compiled  # the second compiled nothing
+
+
+def _kill_pooled(db: Database) -> None:
+    """Close the pooled connection's session from the server's side, as a restart or
+    an idle timeout does."""
+    with db.engine.connect() as conn:
+        own = conn.exec_driver_sql(
+            "SELECT pg_backend_pid()"
+            if db.dialect_name == "postgresql"
+            else "SELECT CONNECTION_ID()"
+        ).scalar()
+    killer = sa.create_engine(db.engine.url, poolclass=sa.pool.NullPool)
+    with killer.connect() as conn:
+        if db.dialect_name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(own)})")
+        else:
+            conn.exec_driver_sql(f"KILL {int(own)}")
+    killer.dispose()
+
+
+def test_a_read_without_ping_survives_a_closed_connection(server_db: Database) -> None:
+    """A candidates read checks its connection out without the pre-ping (one round trip
+    of five or six): a connection the server closed fails its first statement, and the
+    read runs again on a fresh one. Other work still pings at checkout."""
+    db = server_db
+    with db.begin() as conn:
+        provider(conn, "host", inventory={"VCPU": 4})
+    assert len(allocation_candidates(db, "resources=VCPU:1").allocation_requests) == 1
+    with db.count_statements() as counter:
+        allocation_candidates(db, "resources=VCPU:1")
+    assert not any(s.strip().upper() in ("SELECT 1", ";") for s in counter.statements)
+    disconnects: list[bool] = []
+    sa.event.listen(db.engine, "handle_error", lambda ctx: disconnects.append(ctx.is_disconnect))
+    _kill_pooled(db)
+    assert len(allocation_candidates(db, "resources=VCPU:2").allocation_requests) == 1
+    assert disconnects == [True]  # found by the first statement, not by a ping
+    _kill_pooled(db)
+    with db.begin() as conn:  # a write: pinged at checkout, another connection
+        provider(conn, "other", inventory={"VCPU": 4})
+    assert len(allocation_candidates(db, "resources=VCPU:3").allocation_requests) == 2

@@ -32,7 +32,7 @@ from operator import attrgetter
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
 
-from rpquery.db import Database, reading
+from rpquery.db import Database, read_retrying, reading
 from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read._policies import keep_and_weigh
@@ -85,10 +85,16 @@ def allocation_candidates(
     (``rpquery.candidates.too_complex``)."""
     req = as_candidates_request(request)
     budget = search_budget(db, max_search_steps)
-    # gc: ~10^5 acyclic rows at whole-cloud scale; autocommit: the statements need no
-    # common snapshot (at READ COMMITTED each has its own anyway)
-    with paused_gc(), reading(db, autocommit=True) as conn, dialects.unprepared(conn):
-        return _run(conn, req, policies, budget)
+
+    def work(conn: Connection) -> AllocationCandidates:
+        # gc: ~10^5 acyclic rows at whole-cloud scale
+        with paused_gc(), dialects.unprepared(conn):
+            return _run(conn, req, policies, budget)
+
+    # autocommit: the statements need no common snapshot (at READ COMMITTED each has its
+    # own anyway); a connection the server closed is found by the first statement, not
+    # by a ping
+    return read_retrying(db, work, autocommit=True)
 
 
 ENV_MAX_SEARCH_STEPS = "RPQUERY_MAX_SEARCH_STEPS"
