@@ -16,6 +16,7 @@ from rpquery.read import _clauses as clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.providers import providers_stmt
 from rpquery.read.request import parse_candidates, parse_providers
+from rpquery.store import dialects
 from rpquery.store.tables import resource_providers
 
 DIALECTS = {
@@ -179,6 +180,32 @@ def test_sharing_statement(dialect: Dialect) -> None:
         "JOIN resource_provider_aggregates AS tagg ON tagg.aggregate_id = sagg.aggregate_id"
         in text
     )
+
+
+def test_names_and_sharing_are_one_statement(dialect: Dialect) -> None:
+    """The first statement of a candidates request: sharing pairs (the trait and the
+    classes looked up by name, no join of their tables), every class, the request's
+    traits, and on PostgreSQL the session's ``jit = off`` in a branch with no row."""
+    settings = dialects.read_settings(dialect.name)
+    stmt = q.names_sharing_of(
+        settings=None if settings is None else sa.literal_column(settings, sa.String)
+    )
+    values = {"trait_names": ["CUSTOM_GPU"], "sharing_rc_names": ["DISK_GB"]}
+    text = sql(stmt.params(sharing_trait_name=q.SHARING_TRAIT, **values), dialect)
+    assert text.startswith(
+        "SELECT DISTINCT NULL AS name, st.resource_provider_id AS id, "
+        "tp.root_provider_id AS root, sinv.resource_class_id AS rc FROM "
+    ), text
+    assert "WHERE st.trait_id = (SELECT sht.id FROM traits AS sht WHERE sht.name = " in text
+    assert (
+        "AND (SELECT src.name FROM resource_classes AS src "
+        "WHERE src.id = sinv.resource_class_id) IN (" in text
+    )
+    assert " UNION ALL SELECT resource_classes.name AS name, resource_classes.id AS id" in text
+    assert "FROM traits WHERE traits.name IN (" in text
+    has_settings = text.endswith("WHERE set_config('jit', 'off', false) IS NULL")
+    assert has_settings == (dialect.name == "postgresql"), text
+    assert text.count(" UNION ALL ") == (3 if has_settings else 2)
 
 
 TREES_CLAUSE = {

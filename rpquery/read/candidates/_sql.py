@@ -5,17 +5,17 @@ Every function returns a Core ``Select`` and takes no connection, so
 :mod:`rpquery.read.candidates` runs them in this order (a fixed number of round trips,
 whatever the size of the cloud):
 
-1. :func:`~rpquery.read._names.names_stmt` — resource class and trait ids of the request
-   (one ``UNION ALL``);
+1. :func:`names_sharing_of` — resource class and trait ids of the request and the
+   (sharing provider, tree it shares with) pairs (one ``UNION ALL``; :func:`sharing_of`
+   alone for the insight readers);
 2. :func:`roots_stmt` — anchor roots: ``root_required``, policies' ``where``, and (when
    ``limit`` can be pushed down) ordered and limited, a batch at a time (in id order
    after the last batch's root; in random order with a per-class "could this tree
    serve it" test, :func:`could_serve_of`);
-3. :func:`sharing_stmt` — (sharing provider, tree it shares with) pairs;
-4. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
+3. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
    traits and aggregates of every provider in play; :func:`resourceless_stmt` for
    resourceless groups; :func:`tree_shape_stmt` when ``same_subtree`` is asked;
-5. :func:`summary_stmt` (with :func:`summary_inventories_stmt` where the database
+4. :func:`summary_stmt` (with :func:`summary_inventories_stmt` where the database
    does not write resources as JSON) and :func:`summary_trait_names_stmt` — only for
    returned trees.
 """
