@@ -573,7 +573,15 @@ class _Run:
         if rows is not None:
             return rows
         params = {**self.params, **values} if values else self.params
+        if self._merges():  # compiled as a merged batch's part would be: once
+            return merged_rows(self.conn, [(_stmt(what, self.scope), params)])[0]
         return driver_rows(self.conn, _stmt(what, self.scope), params)
+
+    def _merges(self) -> bool:
+        """Whether this batch's statements run merged (:meth:`prefetch`)."""
+        if self.scope is None or self.conn.dialect.paramstyle != "pyformat":
+            return False
+        return dialects.backend(self.conn.dialect.name).on_server
 
     def prefetch(self, parts: Sequence[tuple[BatchStatement, dict[str, Any] | None]]) -> None:
         """Run the batch's statements ``parts`` in one round trip where a round trip
@@ -582,18 +590,15 @@ class _Run:
         from their rows (:func:`merged_rows`). Not for every root: a whole-cloud answer
         waits for its rows, not its round trips, and merged rows cost the driver a
         column more each (MariaDB, 5,000 hosts, ``same_subtree``: +8 % CPU)."""
-        if len(parts) < 2 or self.scope is None:
-            return
-        if not dialects.backend(self.conn.dialect.name).on_server:
+        if len(parts) < 2 or not self._merges():
             return
         stmts = [
             (_stmt(what, self.scope), {**self.params, **values} if values else self.params)
             for what, values in parts
         ]
         merged = merged_rows(self.conn, stmts)
-        if merged is not None:
-            for (what, values), rows in zip(parts, merged, strict=True):
-                self.fetched[_run_key(what, values)] = rows
+        for (what, values), rows in zip(parts, merged, strict=True):
+            self.fetched[_run_key(what, values)] = rows
 
 
 def _run_key(what: BatchStatement, values: dict[str, Any] | None) -> tuple[object, ...]:
@@ -606,34 +611,26 @@ _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
 
 def merged_rows(
     conn: Connection, stmts: Sequence[tuple[sa.Select, dict[str, Any]]]
-) -> list[list[Any]] | None:
+) -> list[list[Any]]:
     """The rows of several ``SELECT`` statements from one statement (one round trip),
-    each statement's rows in a list, or ``None`` where they cannot be merged (a driver
-    whose placeholders are not named ``%(name)s``, a statement with settings of its own).
+    each statement's rows in a list. For a driver whose placeholders are named
+    ``%(name)s`` (psycopg, PyMySQL: :meth:`_Run._merges`).
 
     Each statement is compiled once (:func:`_compiled`: its SQL is the same as when it
-    runs alone), then the statements become one text: ``SELECT 0, p.* FROM (<first>) AS
-    p UNION ALL SELECT 1, p.*, NULL, ... FROM (<second>) AS p ...``, each parameter
-    renamed ``m<i>_<name>``, the widest statement first (PostgreSQL types a ``UNION``
-    from its first branch; the others are padded with ``NULL``). Merging costs a few
-    string operations; compiling each statement apart keeps SQLAlchemy's work once per
-    statement shape, whatever shapes a request combines."""
+    runs alone; a statement alone is sent as it is), then the statements become one
+    text: ``SELECT 0, p.* FROM (<first>) AS p UNION ALL SELECT 1, p.*, NULL, ... FROM
+    (<second>) AS p ...``, each parameter renamed ``m<i>_<name>``, the widest statement
+    first (PostgreSQL types a ``UNION`` from its first branch; the others are padded
+    with ``NULL``). Merging costs a few string operations; compiling each statement
+    apart keeps SQLAlchemy's work once per statement shape, whatever shapes a request
+    combines."""
     dialect = conn.dialect
-    if dialect.paramstyle != "pyformat":
-        return None
+    if len(stmts) == 1:
+        sql, values = _expanded(stmts[0][0], stmts[0][1], dialect, "")
+        return [_fetch(conn, sql, values)]
     texts: list[tuple[int, int, str, dict[str, Any]]] = []
     for i, (stmt, bound) in enumerate(stmts):
-        compiled = _compiled(stmt, dialect)
-        state = compiled.construct_expanded_state(bound)
-        sql = state.statement
-        if not sql.lstrip().upper().startswith("SELECT"):
-            return None
-        prefix = f"m{i}_"
-        values = {}
-        for name, value in state.parameters.items():
-            processor = state.processors.get(name)
-            values[prefix + name] = processor(value) if processor is not None else value
-        sql = _renamed(sql, prefix)
+        sql, values = _expanded(stmt, bound, dialect, f"m{i}_")
         texts.append((len(stmt.selected_columns), i, sql, values))
     width = max(w for w, *_ in texts)
     branches = []
@@ -642,17 +639,33 @@ def merged_rows(
         pads = ", NULL" * (width - w)
         branches.append(f"SELECT {i}, p.*{pads} FROM ({sql}) AS p")
         params.update(values)
-    result = conn.exec_driver_sql(" UNION ALL ".join(branches), params)
-    try:
-        rows = result.cursor.fetchall()
-    finally:
-        result.close()
     out: list[list[Any]] = [[] for _ in stmts]
     widths = [len(stmt.selected_columns) for stmt, _ in stmts]
-    for row in rows:
+    for row in _fetch(conn, " UNION ALL ".join(branches), params):
         i = row[0]
         out[i].append(row[1 : 1 + widths[i]])
     return out
+
+
+def _expanded(
+    stmt: sa.Select, params: dict[str, Any], dialect: sa.Dialect, prefix: str
+) -> tuple[str, dict[str, Any]]:
+    """``stmt``'s SQL for ``params`` (expanding lists rendered) and its parameters, each
+    renamed ``<prefix><name>``."""
+    state = _compiled(stmt, dialect).construct_expanded_state(params)
+    values = {}
+    for name, value in state.parameters.items():
+        processor = state.processors.get(name)
+        values[prefix + name] = processor(value) if processor is not None else value
+    return (_renamed(state.statement, prefix) if prefix else state.statement), values
+
+
+def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+    result = conn.exec_driver_sql(sql, params)
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
 
 
 def _renamed(sql: str, prefix: str) -> str:
