@@ -596,9 +596,28 @@ class _Run:
             (_stmt(what, self.scope), {**self.params, **values} if values else self.params)
             for what, values in parts
         ]
-        merged = merged_rows(self.conn, stmts)
-        for (what, values), rows in zip(parts, merged, strict=True):
+        # one UNION: the widest statement's columns, and those whose columns are of the
+        # same types, in the same order, as its first ones (a group read without its
+        # room columns has its trait flags where another has capacity); the others run
+        # alone when asked for
+        widest = max(stmts, key=lambda st: len(st[0].selected_columns))[0]
+        kinds = _column_kinds(widest)
+        fits = [
+            i
+            for i, (stmt, _) in enumerate(stmts)
+            if kinds[: len(stmt.selected_columns)] == _column_kinds(stmt)
+        ]
+        if len(fits) < 2:
+            return
+        merged = merged_rows(self.conn, [stmts[i] for i in fits])
+        for i, rows in zip(fits, merged, strict=True):
+            what, values = parts[i]
             self.fetched[_run_key(what, values)] = rows
+
+
+def _column_kinds(stmt: sa.Select) -> tuple[object, ...]:
+    """The generic type of each column of ``stmt`` (integer, number, boolean...)."""
+    return tuple(c.type._type_affinity for c in stmt.selected_columns)
 
 
 def _run_key(what: BatchStatement, values: dict[str, Any] | None) -> tuple[object, ...]:
@@ -886,19 +905,19 @@ def load_groups(
     run = _Run(conn, names, scope, {**roots.params, **shared})
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
+    contended = contended_classes(req) if lean else None
+    if grouped is None:
+        grouped = dialects.groups_offers(conn)
     parts: dict[tuple[object, ...], tuple[BatchStatement, dict[str, Any] | None]] = {}
-    for g in order:
-        parts.setdefault(
-            (filters_key(g), tuple(sorted(g.resources.items()))), group_statement(g, names)
-        )
+    for g in order:  # the statements _group_slots runs, as it runs them
+        room = contended is None or not contended.isdisjoint(g.resources)
+        key = (filters_key(g), tuple(sorted(g.resources.items())))
+        parts.setdefault(key, group_statement(g, names, room, grouped))
     if req.same_subtree:
         parts[("tree shape",)] = (TreeShape(), None)
     run.prefetch(list(parts.values()))
     slots: list[Slot] = []
     done: dict[tuple[object, ...], list[Slot]] = {}
-    contended = contended_classes(req) if lean else None
-    if grouped is None:
-        grouped = dialects.groups_offers(conn)
     for g in order:  # identical groups: one statement, the same choices under each suffix
         key = (filters_key(g), tuple(sorted(g.resources.items())))
         if key in done:
