@@ -39,7 +39,7 @@ from sqlalchemy.engine import make_url
 
 from benchmarks.config import answers
 from rpquery.db import Database
-from rpquery.store import migrations
+from rpquery.store import catalog, migrations
 from rpquery.store.tables import (
     CUSTOM_RC_MIN_ID,
     metadata,
@@ -214,6 +214,9 @@ def _migrated(database_url):  # type: ignore[no-untyped-def]
         db.dispose()
 
 
+_STANDARD_TRAITS = sorted(catalog.STANDARD_TRAITS)
+
+
 def empty_database(db: Database) -> None:
     """Delete every row except the standard resource classes and traits."""
     with db.begin() as conn:
@@ -223,8 +226,8 @@ def empty_database(db: Database) -> None:
         for table in reversed(metadata.sorted_tables):
             if table is resource_classes:
                 conn.execute(table.delete().where(table.c.id >= CUSTOM_RC_MIN_ID))
-            elif table is traits:
-                conn.execute(table.delete().where(table.c.name.like("CUSTOM\\_%", escape="\\")))
+            elif table is traits:  # custom ones, and any other a test made up
+                conn.execute(table.delete().where(table.c.name.not_in(_STANDARD_TRAITS)))
             else:
                 conn.execute(table.delete())
 
