@@ -355,6 +355,9 @@ def select_roots(
         return Roots(None, None, {}, True)
     ids = [int(r) for r in conn.execute(stmt, params).scalars()]
     if batch.limit is None:
+        # no ORDER BY (a sort on the server for nothing): anchors go in id order, as a
+        # limited walk takes them, whatever order the plan returned them in
+        ids.sort()
         return Roots(ids, stmt, params, True)
     exhausted = len(ids) < batch.limit
     if batch.walk and not filtered and ids:
