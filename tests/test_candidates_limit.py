@@ -13,6 +13,8 @@ against the unlimited answer.
 from __future__ import annotations
 
 import dataclasses
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -202,6 +204,40 @@ def test_batches_are_sized_from_candidates_per_root() -> None:
     assert r.next(ex.Batch(20), ex.Roots([4, 2], None, {}, False), 1, 2) == ex.Batch(
         exclude=(4, 2)
     )
+
+
+def test_learnt_rates_are_bounded_and_only_the_oldest_goes() -> None:
+    """The learnt candidates per root are a bounded map written from a server's threads:
+    past its size only the least recently written kind of request loses its hint
+    (before: every hint was dropped at once when 1,024 kinds had been seen), and
+    threads writing at once never leave it past its size."""
+    hints = ex._PER_ROOT
+    for i in range(hints.size + 1):
+        ex._remember(("bounded", i), 2.0)
+    assert len(hints) == hints.size
+    # 100 candidates at 2 per root: 53 roots and 10; the oldest is back to limit + 10
+    assert ex.Batches(100, randomize=False, key=("bounded", 0)).first() == ex.Batch(
+        110, walk=True
+    )
+    for i in (1, hints.size // 2, hints.size):
+        assert ex.Batches(100, randomize=False, key=("bounded", i)).first() == ex.Batch(
+            63, walk=True
+        )
+
+    def write(t: int) -> None:
+        for i in range(2000):
+            ex._remember(("threads", t, i), 1.0 + t)
+            # (other threads' writes may have pushed it out already)
+            assert hints.get(("threads", t, i)) in (None, 1.0 + t)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(write, range(8)))
+    finally:
+        sys.setswitchinterval(switch)
+    assert len(hints) == hints.size
 
 
 def test_the_largest_limit_is_a_limit_the_database_takes(walk: Database) -> None:

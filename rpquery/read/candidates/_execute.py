@@ -11,7 +11,8 @@ import dataclasses
 import functools
 import math
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -196,15 +197,46 @@ class Batches:
         return Batch(min(size, self.MOST), walk=True, after=after)
 
 
+class Hints:
+    """A small bounded map shared by a process's threads (a server's requests): the
+    least recently written key goes when a new one comes in full; reads and writes
+    hold a lock, so no thread sees it mid-change and it never holds more than
+    ``size`` keys.
+
+    >>> h = Hints(2); h.put("a", 1.0); h.put("b", 2.0); h.put("a", 3.0); h.put("c", 4.0)
+    >>> h.get("a"), h.get("b"), h.get("c"), len(h)
+    (3.0, None, 4.0, 2)
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> float | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: Hashable, value: float) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
 #: candidates per root of the last walk that reached its ``limit``, per database and
-#: kind of request (:func:`walk_key`): sizes the next such request's first batch
-_PER_ROOT: dict[Hashable, float] = {}
+#: kind of request (:func:`walk_key`): sizes the next such request's first batch. Only
+#: a hint (a wrong one costs a batch more or fewer), written from a server's threads
+_PER_ROOT = Hints(512)
 
 
 def _remember(key: Hashable, per_root: float) -> None:
-    if len(_PER_ROOT) >= 1024 and key not in _PER_ROOT:
-        _PER_ROOT.clear()
-    _PER_ROOT[key] = per_root
+    _PER_ROOT.put(key, per_root)
 
 
 def walk_key(conn: Connection, req: CandidatesRequest) -> Hashable:
