@@ -93,6 +93,8 @@ class ProcessResult:
     retries: Counter[str] = field(default_factory=Counter)
     acked: dict[str, Ack] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    #: every call whose outcome was ``lost``: :func:`lost_error`'s line
+    lost: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -107,6 +109,8 @@ class RunResult:
     kills: int
     checked: int
     violations: list[str]
+    #: what each ``lost`` call failed with (:func:`lost_error`), in every process
+    lost: list[str] = field(default_factory=list)
 
     def count(self, suffix: str, prefix: str = "") -> int:
         return sum(n for k, n in self.calls.items() if k.startswith(prefix) and k.endswith(suffix))
@@ -143,6 +147,7 @@ class RunResult:
             "no_valid_host": self.count(".no_valid_host"),
             "capacity_refusals": self.count(".full"),
             "lost_to_kills": self.count(".lost"),
+            "lost_errors": self.lost[:20],
             "kills": self.kills,
             "invariants_checked": self.checked,
             "violations": self.violations[:20],
@@ -239,8 +244,37 @@ def _attempt(
         if error.code != "rpquery.db.error":
             raise
         outcome = "lost"
+        result.lost.append(f"{name}: {lost_error(error)}")
         on_lost()
     result.calls[f"{name}.{outcome}"] += 1
+
+
+def lost_error(error: RpqueryError) -> str:
+    """What a ``lost`` call failed with, kept for the report and the tests' failure
+    messages: rpquery's code and message, SQLAlchemy's exception (and whether it saw a
+    closed connection: ``connection_invalidated``) and the driver's own exception class
+    and ``args`` (PyMySQL: ``(errno, message)``; psycopg: its SQLSTATE).
+
+    >>> from rpquery.errors import DatabaseError
+    >>> lost_error(DatabaseError("rpquery.db.error", "database error: gone"))
+    'rpquery.db.error: database error: gone'
+    """
+    line = f"{error.code}: {error.detail}"
+    cause = error.__cause__
+    if cause is None:
+        return line
+    line += f" [{type(cause).__module__}.{type(cause).__name__}"
+    if getattr(cause, "connection_invalidated", False):
+        line += ", connection invalidated"
+    orig = getattr(cause, "orig", None)
+    if orig is not None:
+        sqlstate = getattr(orig, "sqlstate", None)
+        state = f" sqlstate={sqlstate}" if sqlstate else ""
+        line += f"; driver {type(orig).__module__}.{type(orig).__name__}{orig.args!r}{state}"
+    elif cause.__cause__ is not None:
+        inner = cause.__cause__
+        line += f"; from {type(inner).__module__}.{type(inner).__name__}{inner.args!r}"
+    return line + "]"
 
 
 _GIVE_UP = frozenset(
@@ -453,11 +487,13 @@ def run_workload(db: Database, backend: str, workload: Workload) -> RunResult:
     retries: Counter[str] = Counter()
     acked: dict[str, Ack] = {}
     violations: list[str] = []
+    lost: list[str] = []
     for r in results:
         calls.update(r.calls)
         retries.update(r.retries)
         acked.update(r.acked)
         violations += r.violations
+        lost += r.lost
     found = check_invariants(db, acked, layout.groups, ANTI_AFFINITY_LIMIT)
     return RunResult(
         backend,
@@ -468,6 +504,7 @@ def run_workload(db: Database, backend: str, workload: Workload) -> RunResult:
         kills[0],
         found.checked,
         violations + found.violations,
+        lost,
     )
 
 
