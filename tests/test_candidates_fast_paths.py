@@ -17,6 +17,7 @@ SQLite runs 40 examples, every backend with ``CI=true``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import orjson
@@ -59,10 +60,16 @@ def shuffled_clouds(draw: st.DrawFn) -> Cloud:
 Found = tuple[list[tuple[int, tuple[int, ...]]], int] | str
 
 
-def general_and_fast(db: Database, req: CandidatesRequest, max_steps: int) -> list[Found]:
-    """The candidates of every anchor (no limit) and the steps taken, read and searched
-    the general way, then the fast way, then the fast way with a group's offers one row
-    per provider (as on MySQL): ``"too complex"`` when over ``max_steps``."""
+def general_and_fast(
+    db: Database, req: CandidatesRequest, max_steps: int, limit: int | None = None
+) -> list[Found]:
+    """The candidates of every anchor and the steps taken, read and searched the
+    general way, then the fast way, then the fast way with a group's offers one row
+    per provider (as on MySQL): ``"too complex"`` when over ``max_steps``. With
+    ``limit``, as a limited request searches (at most ``limit`` per anchor, stopping
+    at ``limit`` in all): the fast way takes each anchor's first candidates from its
+    product when the walk is plain (:func:`rpquery.read.candidates._collect_prefixes`)."""
+    req = dataclasses.replace(req, limit=limit)
     out: list[Found] = []
     with reading(db) as conn:
         dialects.read_session_setup(conn)
@@ -74,7 +81,7 @@ def general_and_fast(db: Database, req: CandidatesRequest, max_steps: int) -> li
             found: list = []
             budget = SearchBudget(max_steps)
             try:
-                _collect(loaded, req, found, set(), budget, None, plain=fast)
+                _collect(loaded, req, found, set(), budget, limit, plain=fast)
             except TooComplex:
                 out.append("too complex")
             else:
@@ -115,10 +122,11 @@ def test_fast_paths_equal_the_general_path(backend: str, request: pytest.Fixture
         cloud=shuffled_clouds(),
         req=requests(),
         max_steps=st.sampled_from([1_000_000, 1_000_000, 3, 10, 30]),
+        limit=st.sampled_from([None, None, 1, 2, 3, 5]),
     )
-    def check(cloud: Cloud, req: CandidatesRequest, max_steps: int) -> None:
+    def check(cloud: Cloud, req: CandidatesRequest, max_steps: int, limit: int | None) -> None:
         insert(db, cloud)
-        general, fast, grouped = general_and_fast(db, req, max_steps)
+        general, fast, grouped = general_and_fast(db, req, max_steps, limit)
         assert fast == general and grouped == general
         seen["examples"] += 1
         seen["over"] += general == "too complex"
@@ -175,4 +183,7 @@ def test_fast_paths_on_numa_hosts(backend: str, request: pytest.FixtureRequest) 
         req = parse_candidates(query)
         general, fast, grouped = general_and_fast(db, req, 1_000_000)
         assert fast == general == grouped and general != "too complex", query
+        for limit in (1, 2, 3, 4, 7):
+            general, fast, grouped = general_and_fast(db, req, 1_000_000, limit)
+            assert fast == general == grouped and general != "too complex", (query, limit)
         assert check_requests_json(db, req) > 0, query

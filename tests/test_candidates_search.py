@@ -29,6 +29,7 @@ from rpquery.read.candidates._search import (
     arrangements,
     is_plain,
     plain_candidates,
+    plain_prefix,
     plan_slots,
     search_anchor,
 )
@@ -246,6 +247,48 @@ def test_plain_candidates_are_the_walk(batch: tuple[list[int], list[Slot]], room
         assert fast.steps == budget.steps
         if made:
             assert plain_candidates(anchors, slots, SearchBudget(budget.steps - 1)) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_batches(), st.integers(1, 30), st.integers(1, 400))
+def test_plain_prefix_is_the_walk_stopped(
+    batch: tuple[list[int], list[Slot]], take: int, room: int
+) -> None:
+    """An anchor's first ``take`` candidates from the product (a ``limit``'s plain
+    search) are the walk's first ``take``, in its order, counting the steps the walk
+    has taken when its caller stops it there (or when it runs out), and go over the
+    same budgets (then they count nothing: the caller walks): at ``room`` and at every
+    budget around what the walk took."""
+    anchors, slots = batch
+    data, rules = SearchData({}, {}), SearchRules()
+    plan = plan_slots(slots, rules)
+
+    def walked(root: int, budget: SearchBudget) -> list[tuple[int, ...]] | None:
+        try:
+            walk = search_anchor(root, slots, data, rules, plan, budget)
+            picks = [c.picks for c in itertools.islice(walk, take)]
+            walk.close()  # as _collect stops it (its steps are counted then)
+        except TooComplex:
+            return None
+        return picks
+
+    for root in anchors:
+        lists = [s.choices.get(root) for s in slots]
+        if not all(lists):
+            continue
+        full = SearchBudget()
+        walked(root, full)
+        for budget in {room, *range(max(1, full.steps - len(slots) - 2), full.steps + 2)}:
+            walk, fast = SearchBudget(budget), SearchBudget(budget)
+            want = walked(root, walk)
+            made = plain_prefix(root, slots, lists, take, fast)  # type: ignore[arg-type]
+            if want is None:
+                assert made is None and fast.steps == 0, budget
+            else:
+                assert made is not None, budget
+                assert [c.picks for c in made] == want
+                assert all(c.root_id == root and c.slots is slots for c in made)
+                assert fast.steps == walk.steps
 
 
 def test_plain_is_only_a_walk_with_nothing_to_check() -> None:

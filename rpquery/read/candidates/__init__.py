@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, islice
 from operator import attrgetter
 
 from sqlalchemy.engine import Connection
@@ -64,6 +64,7 @@ from rpquery.read.candidates._search import (
     SearchBudget,
     is_plain,
     plain_candidates,
+    plain_prefix,
     plan_slots,
     search_anchor,
 )
@@ -171,8 +172,10 @@ def _collect(
 
     Without ``limit``, when the walk would only enumerate (:func:`is_plain`: nothing
     to check at any pick), the batch's candidates are the products of each anchor's
-    choices (:func:`plain_candidates`: same order, same steps); ``plain=False`` always
-    walks (tests compare the two)."""
+    choices (:func:`plain_candidates`: same order, same steps); with ``limit`` and
+    no sharing provider in the batch, each anchor's first candidates are its
+    product's first tuples (:func:`_collect_prefixes`). ``plain=False`` always walks
+    (tests compare the two)."""
     shared = loaded.sharing_ids
     slots, data, rules = loaded.slots, loaded.data, loaded.rules
     limit = stop if stop is not None and not req.randomize else None
@@ -186,6 +189,8 @@ def _collect(
         if made is not None and not shared:
             found.extend(made)
             return len(loaded.anchors)
+    if plain and per_anchor is not None and not shared and is_plain(plan, rules):
+        return _collect_prefixes(loaded, found, budget, limit, per_anchor)
     walks: Iterable[Iterable[RawCandidate]] = (
         (search_anchor(root, slots, data, rules, plan, budget) for root in loaded.anchors)
         if made is None
@@ -208,6 +213,35 @@ def _collect(
             if per_anchor is not None and taken >= per_anchor:
                 break
     return len(loaded.anchors)
+
+
+def _collect_prefixes(
+    loaded: Loaded, found: list[RawCandidate], budget: SearchBudget, limit: int | None, take: int
+) -> int:
+    """:func:`_collect` of a plain walk (:func:`is_plain`) with a ``limit``: each
+    anchor's first ``take`` candidates, or fewer when ``limit`` is reached, are its
+    product's first tuples (:func:`plain_prefix`: the walk's order and steps), with no
+    walk per anchor (nova's ``limit=1000``: ~500 anchors of a few candidates each).
+    Returns how many anchors it searched."""
+    slots = loaded.slots
+    per_slot = [slot.choices for slot in slots]
+    for searched, root in enumerate(loaded.anchors, 1):
+        lists = [choices.get(root) for choices in per_slot]
+        if not all(lists):  # a slot nobody can fill: the walk does nothing
+            continue
+        want = take if limit is None else min(take, limit - len(found))
+        made = plain_prefix(root, slots, lists, want, budget)  # type: ignore[arg-type]
+        if made is None:  # over the budget: the walk raises where it goes over
+            made = list(islice(_walk(loaded, root, budget), want))
+        found.extend(made)
+        if limit is not None and len(found) >= limit:
+            return searched
+    return len(loaded.anchors)
+
+
+def _walk(loaded: Loaded, root: int, budget: SearchBudget) -> Iterable[RawCandidate]:
+    plan = plan_slots(loaded.slots, loaded.rules)
+    return search_anchor(root, loaded.slots, loaded.data, loaded.rules, plan, budget)
 
 
 def _apply_policies(

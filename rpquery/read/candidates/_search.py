@@ -439,6 +439,53 @@ def plain_candidates(
     return out
 
 
+def plain_prefix(
+    root: int,
+    slots: Sequence[Slot],
+    choices: Sequence[Sequence[int]],
+    take: int,
+    budget: SearchBudget,
+) -> list[RawCandidate] | None:
+    """The first ``take`` candidates :func:`search_anchor` yields for ``root`` when the
+    walk is plain (:func:`is_plain`; ``choices``: each slot's for ``root``, none
+    empty), the product's first ``take`` tuples, with the steps the walk takes to yield
+    them counted in ``budget``: at each depth one per distinct prefix among them, plus
+    one per slot of each. The caller stops after the ``take``-th (so the walk checks
+    the budget last at its pick; with fewer candidates, the walk runs out and checks
+    once more). ``None`` (nothing counted) when the walk would go over the budget: the
+    caller walks instead, which raises where the walk goes over.
+
+    >>> s = [Slot("", "class", ((0, 1),), {}), Slot("", "class", ((1, 1),), {})]
+    >>> budget = SearchBudget()
+    >>> [c.picks for c in plain_prefix(1, s, [[1, 2], [3, 4, 5]], 4, budget)]
+    [(1, 3), (1, 4), (1, 5), (2, 3)]
+    >>> budget.steps  # prefixes (1,) (2,), four pairs, 2 slots of each of four
+    14
+    """
+    n = len(choices)
+    tail = [1] * n  # tuples of the product sharing a prefix of length i + 1
+    for i in range(n - 1, 0, -1):
+        tail[i - 1] = tail[i] * len(choices[i])
+    total = tail[0] * len(choices[0])
+    stopped = take <= total  # else the walk runs out, and checks its steps once more
+    take = min(take, total)
+    steps = sum(-(-take // per) for per in tail) + n * take
+    # the walk checks the budget at each pick, a candidate's n steps with the next one
+    if budget.steps + steps - (n if stopped else 0) > budget.max_steps:
+        return None
+    budget.steps += steps
+    make = RawCandidate
+    if take == 1:
+        return [make(root, tuple(c[0] for c in choices), slots)]
+    out: list[RawCandidate] = []
+    append = out.append
+    for picks in product(*choices):
+        append(make(root, picks, slots))
+        if len(out) == take:
+            break
+    return out
+
+
 DEFAULT_MAX_STEPS = 1_000_000
 """Steps one request may take when nobody says otherwise (see ``docs/read-path.md``):
 about a second of search; the largest whole-cloud answer of the benchmarks (5,000
