@@ -385,7 +385,7 @@ def select_roots(
     stmt, params, filtered = roots_query(req, names, policies, batch, shared_rcs)
     if stmt is None:
         return Roots(None, None, {}, True)
-    ids = [int(r) for r in conn.execute(stmt, params).scalars()]
+    ids = [int(r) for (r,) in driver_rows(conn, stmt, params)]
     if batch.limit is None:
         # no ORDER BY (a sort on the server for nothing): anchors go in id order, as a
         # limited walk takes them, whatever order the plan returned them in
