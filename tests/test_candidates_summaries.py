@@ -125,6 +125,18 @@ def test_summaries_capacity_truncated_toward_zero(
     }
 
 
+def test_written_resources_name_classes_not_bound(db: Database, trees: dict[str, Ref]) -> None:
+    """The database names a class the caller did not bind (created after the request
+    read its names, or past ``SUMMARY_NAMED``) itself: the same summaries."""
+    with db.engine.connect() as conn:
+        every = resolve_names(conn, (), (), every_class=True).rc_names
+        some = {rc: name for rc, name in every.items() if name in ("VCPU", "CUSTOM_HALF")}
+        rows = ex.fetch_summaries(conn, {trees["cn"].id}, some, written=True)
+    assert rows.build() == {
+        u: s for u, s in _expected(trees).items() if s.root_uuid == trees["cn"].uuid
+    }
+
+
 def test_written_resources_need_no_inventory_rows(db: Database, trees: dict[str, Ref]) -> None:
     """Without a capacity of 2**53 or more, the database writes every provider's
     resources: two statements (providers, trait names), none per inventory."""

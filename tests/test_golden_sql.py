@@ -265,11 +265,23 @@ def test_summary_resources_written_by_the_database(dialect: Dialect) -> None:
     assert text.endswith(TREES_CLAUSE[name]), text
     assert TRAIT_IDS[name] in text
     # one correlated subquery per provider: its classes by name, capacity truncated,
-    # '{}' without inventory, NULL (read as rows instead) from 2**53 on
+    # '{}' without inventory, NULL (read as rows instead) from 2**53 less a margin on,
+    # tested on the stored product (the ratio as written only in the capacity written)
     assert TRUNCATED[name] in text
-    assert "THEN '{}' WHEN (max(abs(" in text and "< 9007199254740992) THEN" in text
+    assert "THEN '{}' WHEN (max(abs((inv.total - inv.reserved) * inv.allocation_ratio)) " in text
+    assert f"< {2**53 - 2**34}) THEN" in text
+    if name == "mysql":  # the ratio's text form only in the capacity written
+        assert text.count("CAST(CAST(inv.allocation_ratio AS CHAR) AS DOUBLE)") == 1, text
     assert "JOIN resource_classes AS rc ON rc.id = inv.resource_class_id" in text
     assert USAGE_JOIN in text and "WHERE inv.resource_provider_id = rp.id) AS resources" in text
+    # as fetch_summaries sends it: the classes' names bound, quoted, no join per
+    # inventory; a class not bound looked up by a subquery
+    values = {"tree_ids": [1, 2], "summary_rc0": 0, "summary_rc_name0": '"VCPU"'}
+    named = sql(q.summary_stmt("tree_ids", resources=True, named=1).params(values), dialect)
+    assert "resource_classes AS rc ON" not in named and USAGE_JOIN in named
+    assert named.count("CASE inv.resource_class_id WHEN ") == 1, named
+    assert named.count(" THEN ") == text.count(" THEN ") + 1  # the one class bound
+    assert "FROM resource_classes AS rcn WHERE rcn.id = inv.resource_class_id" in named
     if name == "mysql":  # GROUP_CONCAT never cut at group_concat_max_len
         assert text.startswith(
             "SELECT /*+ SET_VAR(group_concat_max_len = 16777216) */ rp.id, rp.uuid"

@@ -20,6 +20,7 @@ from itertools import compress, repeat
 from operator import and_, eq
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Executable
@@ -48,8 +49,12 @@ SHARING_IDS = ids_param("sharing_ids")
 #: the list is empty (PostgreSQL, MySQL: ``NOT IN (NULL) AND (1 != 1)``, always false)
 SHARING_EXEMPT = ids_param("sharing_exempt")
 EXCLUDE_IDS = ids_param("exclude_ids")
-#: The summaries' providers, without and with their resources written as JSON
+#: The summaries' providers, without and with their resources written as JSON (these
+#: name classes by a join; :func:`fetch_summaries` binds their names: :func:`_summary`)
 SUMMARY = {written: q.summary_stmt("tree_ids", resources=written) for written in (False, True)}
+#: At most this many classes are named by bound values in a written summary (the lowest
+#: ids: the standard classes); any other is looked up per inventory
+SUMMARY_NAMED = 64
 SUMMARY_INVENTORIES = q.summary_inventories_stmt("tree_ids")
 SUMMARY_INVENTORIES_OF = q.summary_inventories_of("summary_ids")
 SUMMARY_TRAIT_NAMES = q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
@@ -995,8 +1000,15 @@ def fetch_summaries(
     has its inventory rows read too."""
     if written is None:
         written = dialects.renders_summaries(conn)
-    params = {"tree_ids": sorted(root_ids)}
-    providers = driver_rows(conn, SUMMARY[written], params)
+    params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
+    if written:  # class names bound, quoted (no join per inventory)
+        named = sorted(rc_names.items())[:SUMMARY_NAMED]
+        for i, (rc, name) in enumerate(named):
+            params[f"summary_rc{i}"] = rc
+            params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
+        providers = driver_rows(conn, _summary(len(named)), params)
+    else:
+        providers = driver_rows(conn, SUMMARY[False], params)
     if not written:
         inventory_rows = driver_rows(conn, SUMMARY_INVENTORIES, params)
     else:
@@ -1012,6 +1024,13 @@ def fetch_summaries(
         rows = driver_rows(conn, SUMMARY_TRAIT_NAMES, {"summary_trait_ids": trait_ids})
         trait_names = {int(ident): name for ident, name in rows}
     return SummaryRows.from_driver(providers, inventory_rows, trait_names, rc_names)
+
+
+@functools.lru_cache(maxsize=8)
+def _summary(named: int) -> sa.Select:
+    """The summaries' providers with their resources written, ``named`` classes named
+    by bound values (:func:`~rpquery.read.candidates._sql.summary_resources`)."""
+    return q.summary_stmt("tree_ids", resources=True, named=named)
 
 
 def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:

@@ -583,36 +583,75 @@ def _in_trees(column: ColumnElement[Any], root_ids: Ids | str) -> ColumnElement[
 SAFE_CAPACITY = 2**53
 
 
-def summary_resources(rp_id: ColumnElement[int]) -> ColumnElement[str]:
+#: :func:`summary_resources` writes a capacity when the column's own product
+#: ``(total - reserved) * allocation_ratio`` is below this in magnitude: 2**53 less a
+#: margin (2**34, a relative 2**-19) wider than the gap between a ratio as stored (a
+#: 32-bit ``FLOAT`` on MySQL/MariaDB, within 2**-24 of what was written) and as written,
+#: so the capacity as written is below :data:`SAFE_CAPACITY` too, without writing the
+#: ratio as text twice per inventory
+WRITTEN_BELOW = SAFE_CAPACITY - 2**34
+
+
+def summary_resources(rp_id: ColumnElement[int], named: int = 0) -> ColumnElement[str]:
     """Provider ``rp_id``'s resources as Placement's JSON, written by the database:
     ``{"VCPU":{"capacity":8,"used":2},...}`` (classes in no particular order), ``{}``
-    without inventory, ``NULL`` when a capacity is not below :data:`SAFE_CAPACITY` in
-    magnitude (or not a number): the caller reads those providers' inventory rows
-    instead (:func:`summary_inventories_stmt`). Capacity is ``int((total - reserved) *
-    allocation_ratio)``, truncated toward zero as Python's ``int()``
-    (:class:`~rpquery.store.dialects.trunc_int`).
+    without inventory, ``NULL`` when a capacity may not be below :data:`SAFE_CAPACITY`
+    in magnitude (:data:`WRITTEN_BELOW`; or not a number): the caller reads those
+    providers' inventory rows instead (:func:`summary_inventories_stmt`). Capacity is
+    ``int((total - reserved) * allocation_ratio)``, truncated toward zero as Python's
+    ``int()`` (:class:`~rpquery.store.dialects.trunc_int`).
 
-    ``(SELECT CASE WHEN COUNT(*) = 0 THEN '{}' WHEN MAX(ABS(capacity)) < 2**53 THEN
-    '{' || group_concat(json_quote(rc.name) || ':{"capacity":' || trunc(capacity) ||
-    ',"used":' || used || '}') || '}' END FROM inventories inv JOIN resource_classes rc
-    ... LEFT JOIN rpq_provider_usages pu ... WHERE inv.resource_provider_id = rp.id)``
+    ``(SELECT CASE WHEN COUNT(*) = 0 THEN '{}' WHEN MAX(ABS(total - reserved) *
+    allocation_ratio) < WRITTEN_BELOW THEN '{' || group_concat(<name> ||
+    ':{"capacity":' || trunc(capacity) || ',"used":' || used || '}') || '}' END FROM
+    inventories inv LEFT JOIN rpq_provider_usages pu ... WHERE inv.resource_provider_id =
+    rp.id)``
+
+    Class names: with ``named``, ``CASE inv.resource_class_id WHEN :summary_rc0 THEN
+    :summary_rc_name0 ... ELSE json_quote((SELECT name FROM resource_classes ...)) END``,
+    the bound names already quoted as JSON (the caller knows every class's name: no
+    join per inventory; a class it does not know is looked up); without,
+    ``json_quote(rc.name)`` of ``JOIN resource_classes rc``.
     """
     inv = _SUM_INV
-    rc = resource_classes.alias("rc")
-    joined, used = clauses.join_usage(inv.join(rc, rc.c.id == inv.c.resource_class_id), inv)
+    if named:
+        rc_name = resource_classes.alias("rcn")
+        other = dialects.json_quote(
+            sa.select(rc_name.c.name)
+            .where(rc_name.c.id == inv.c.resource_class_id)
+            .scalar_subquery()
+        )
+        whens = [
+            (
+                sa.bindparam(f"summary_rc{i}", type_=sa.Integer),
+                sa.bindparam(f"summary_rc_name{i}", type_=sa.String),
+            )
+            for i in range(named)
+        ]
+        name: ColumnElement[str] = sa.case(
+            *whens, value=inv.c.resource_class_id, else_=other
+        )
+        joined, used = clauses.join_usage(inv, inv)
+    else:
+        rc = resource_classes.alias("rc")
+        name = dialects.json_quote(rc.c.name)
+        joined, used = clauses.join_usage(
+            inv.join(rc, rc.c.id == inv.c.resource_class_id), inv
+        )
     cap = clauses.capacity(inv)
     piece = dialects.text_concat(
-        dialects.json_quote(rc.c.name),
+        name,
         sa.literal_column("""':{"capacity":'"""),
         dialects.trunc_int(cap),
         sa.literal_column("""',"used":'"""),
         used,
         sa.literal_column("'}'"),
     )
+    stored = (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
     written = sa.case(
         (sa.func.count() == 0, sa.literal_column("'{}'")),
         (
-            sa.func.max(sa.func.abs(cap)) < sa.literal_column(str(SAFE_CAPACITY)),
+            sa.func.max(sa.func.abs(stored)) < sa.literal_column(str(WRITTEN_BELOW)),
             dialects.text_concat(
                 sa.literal_column("'{'"), dialects.concat_agg(piece), sa.literal_column("'}'")
             ),
@@ -642,7 +681,7 @@ _SUM_INV = inventories.alias("inv")
 _SUM_RPT = resource_provider_traits.alias("rpt")
 
 
-def summary_stmt(root_ids: Ids | str, *, resources: bool = False) -> Select:
+def summary_stmt(root_ids: Ids | str, *, resources: bool = False, named: int = 0) -> Select:
     """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
     providers used by the returned candidates), one row each, with its traits as ids
     (:func:`summary_trait_ids`) and, with ``resources``, its resources as JSON text
@@ -671,7 +710,7 @@ def summary_stmt(root_ids: Ids | str, *, resources: bool = False) -> Select:
         rp.c.root_provider_id,
     ]
     if resources:
-        columns.append(summary_resources(rp.c.id).label("resources"))
+        columns.append(summary_resources(rp.c.id, named).label("resources"))
     columns.append(summary_trait_ids(rp.c.id).label("trait_ids"))
     return dialects.long_concat_select(*columns).where(_in_trees(rp.c.root_provider_id, root_ids))
 
