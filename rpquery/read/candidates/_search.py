@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import product
+from itertools import islice, product
 from typing import NamedTuple, TypeVar
 
 from rpquery.errors import TooComplex
@@ -463,27 +463,31 @@ def plain_prefix(
     14
     """
     n = len(choices)
-    tail = [1] * n  # tuples of the product sharing a prefix of length i + 1
-    for i in range(n - 1, 0, -1):
-        tail[i - 1] = tail[i] * len(choices[i])
-    total = tail[0] * len(choices[0])
-    stopped = take <= total  # else the walk runs out, and checks its steps once more
-    take = min(take, total)
-    steps = sum(-(-take // per) for per in tail) + n * take
+    if n == 2:  # the common shapes (one group of two classes, two groups), spelt out
+        first, second = choices
+        per = len(second)
+        total = len(first) * per
+        stopped = take <= total  # else the walk runs out, and checks its steps once more
+        if not stopped:
+            take = total
+        steps = -(-take // per) + 3 * take
+    else:
+        tail = [1] * n  # tuples of the product sharing a prefix of length i + 1
+        for i in range(n - 1, 0, -1):
+            tail[i - 1] = tail[i] * len(choices[i])
+        total = tail[0] * len(choices[0])
+        stopped = take <= total
+        if not stopped:
+            take = total
+        steps = sum(-(-take // per) for per in tail) + n * take
     # the walk checks the budget at each pick, a candidate's n steps with the next one
     if budget.steps + steps - (n if stopped else 0) > budget.max_steps:
         return None
     budget.steps += steps
     make = RawCandidate
-    if take == 1:
-        return [make(root, tuple(c[0] for c in choices), slots)]
-    out: list[RawCandidate] = []
-    append = out.append
-    for picks in product(*choices):
-        append(make(root, picks, slots))
-        if len(out) == take:
-            break
-    return out
+    if take == total:
+        return [make(root, picks, slots) for picks in product(*choices)]
+    return [make(root, picks, slots) for picks in islice(product(*choices), take)]
 
 
 DEFAULT_MAX_STEPS = 1_000_000
