@@ -104,7 +104,8 @@ def assert_prefixes(db: Database, qs: str) -> int:
     roots_statements: list[str] = []
 
     def tracer(sql: str, params: Any) -> None:
-        if "root.id" in sql.split("FROM")[0]:
+        # the roots' ids as rows, or as one text of them (MySQL/MariaDB)
+        if "root.id" in sql.split("FROM")[0] or "GROUP_CONCAT(r.id)" in sql:
             roots_statements.append(sql)
 
     db.add_tracer(tracer)
@@ -261,6 +262,40 @@ def test_the_largest_limit_is_a_limit_the_database_takes(walk: Database) -> None
         2**31 - 1, walk=True, after=2
     )
     assert ex.Batches(2147483647, randomize=True).first().limit == 2**31 - 1
+
+
+def test_roots_as_one_text_are_the_rows(walk: Database) -> None:
+    """Where ids come as one text (MySQL/MariaDB: ``GROUP_CONCAT`` of the roots
+    statement), a walk's batches and an unlimited answer's roots are the statement's
+    rows, in id order: every batch of a walk in small steps, past the last root (no
+    row: ``NULL``), a root filter."""
+    from rpquery.read._names import resolve_names
+    from rpquery.store import dialects
+
+    with walk.engine.connect() as conn:
+        for qs in ("resources=VCPU:1", "resources=VCPU:1&root_required=!CUSTOM_X"):
+            req = parse_candidates(qs)
+            names = resolve_names(conn, req.resource_class_names(), req.trait_names())
+            for batch in (
+                ex.Batch(),
+                ex.Batch(7, walk=True),
+                ex.Batch(7, walk=True, after=20),
+                ex.Batch(1000, walk=True, after=10**6),
+            ):
+                stmt, params, _ = ex.roots_query(req, names, (), batch)
+                assert stmt is not None or batch.limit is None
+                if stmt is None:
+                    continue
+                rows = sorted(int(r) for (r,) in ex.driver_rows(conn, stmt, params))
+                assert ex.select_roots(conn, req, names, (), batch).ids == rows
+                if dialects.ids_as_text(conn):
+                    text = ex.driver_rows(conn, ex._ids_text(stmt), params)
+                    assert len(text) == 1 and (text[0][0] is None) == (rows == [])
+    assert {b: dialects.backend(b).ids_as_text for b in ("sqlite", "postgresql", "mysql")} == {
+        "sqlite": False,
+        "postgresql": False,
+        "mysql": True,
+    }
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -390,7 +390,14 @@ def select_roots(
     stmt, params, filtered = roots_query(req, names, policies, batch, shared_rcs)
     if stmt is None:
         return Roots(None, None, {}, True)
-    ids = [int(r) for (r,) in driver_rows(conn, stmt, params)]
+    if dialects.ids_as_text(conn) and (batch.walk or batch.limit is None):
+        # one text of ids, not a row each (a walk's and an unlimited answer's roots
+        # go in id order: sorted here; a random sample keeps its rows' order)
+        rows = driver_rows(conn, _ids_text(stmt), params)
+        text = rows[0][0] if rows else None
+        ids = sorted(map(int, text.split(","))) if text else []
+    else:
+        ids = [int(r) for (r,) in driver_rows(conn, stmt, params)]
     if batch.limit is None:
         # no ORDER BY (a sort on the server for nothing): anchors go in id order, as a
         # limited walk takes them, whatever order the plan returned them in
@@ -400,6 +407,15 @@ def select_roots(
     if batch.walk and not filtered and ids:
         return Roots(ids, ROOT_RANGE, {"roots_lo": ids[0], "roots_hi": ids[-1]}, exhausted)
     return Roots(ids, ROOT_IDS, {"root_ids": ids}, exhausted)
+
+
+@functools.lru_cache(maxsize=256)
+def _ids_text(stmt: sa.Select) -> sa.Select:
+    """``SELECT GROUP_CONCAT(r.id) FROM (<stmt>) AS r`` (never cut short:
+    :class:`~rpquery.store.dialects.long_concat_select`), for
+    :func:`~rpquery.store.dialects.ids_as_text`."""
+    sub = stmt.subquery("r")
+    return dialects.long_concat_select(dialects.concat_agg(sub.c.id)).select_from(sub)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ class Backend(Protocol):
     #: Whether a group's offers come one row per provider with a mask of its classes
     #: (:func:`rpquery.store.dialects.groups_offers`).
     groups_offers: bool
+    #: Whether a list of ids comes as one text (``GROUP_CONCAT``), not one row each
+    #: (:func:`rpquery.store.dialects.ids_as_text`).
+    ids_as_text: bool
     #: Whether a read that needs no snapshot across its statements is cheaper in
     #: autocommit mode (no ``BEGIN``/``ROLLBACK`` round trips): PostgreSQL with psycopg,
     #: which switches modes without a round trip.
