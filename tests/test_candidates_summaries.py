@@ -25,6 +25,7 @@ from rpquery.read.candidates import (
 )
 from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates._results import SummaryRows
+from rpquery.store import dialects
 from tests.factories import Ref, allocate, provider
 
 INT_MAX = 2**31 - 1  # inventories.total is a 32-bit INTEGER on PostgreSQL and MySQL
@@ -158,6 +159,33 @@ def test_allocation_candidates_body_and_objects_agree(db: Database, trees: dict[
     for summary in placement["provider_summaries"].values():
         summary["traits"].sort(key=_trait_order)
     assert orjson.loads(got.to_placement_json(trait_key=_trait_order)) == placement
+
+
+def test_whole_cloud_summaries_read_with_the_group_rows(
+    db: Database, trees: dict[str, Ref]
+) -> None:
+    """A whole-cloud answer (every root, no ``limit``) reads the summaries' inventory
+    rows with its group's statement where Python writes the resources (SQLite,
+    PostgreSQL): one statement fewer, the same summaries (capacities truncated, the
+    2**53 one included) as a ``limit``'s answer, which reads them on their own."""
+    with db.count_statements() as counter:
+        whole = allocation_candidates(db, "resources=VCPU:1")
+    with db.engine.connect() as conn:
+        written = dialects.renders_summaries(conn)
+    # names and sharing pairs, the group, providers, trait names (SQLite, PostgreSQL);
+    # MySQL/MariaDB: the group, providers with written resources, the inventories of
+    # the one provider it could not write, trait names
+    assert counter.count == (5 if written else 4)
+    assert whole.provider_summaries == _expected(trees)
+    limited = allocation_candidates(db, "resources=VCPU:1&limit=10")
+    assert limited.provider_summaries == _expected(trees)
+    assert limited.to_placement() == whole.to_placement()
+    # a tree none of whose providers is returned is not summarised, though its
+    # inventories were read with the group's rows
+    only_cn = allocation_candidates(db, "resources=VCPU:3")
+    assert only_cn.provider_summaries == {
+        u: s for u, s in _expected(trees).items() if s.root_uuid == trees["cn"].uuid
+    }
 
 
 def test_uuid_needing_escapes(db: Database) -> None:

@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Sequence
 from itertools import chain, islice
 from operator import attrgetter
+from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
@@ -143,16 +144,22 @@ def _run(
     root_of: dict[int, int] = {}
     plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req))
     batch: Batch | None = plan.first()
+    # the summaries' inventory rows read with a group's rows, where Python writes the
+    # resources (not MySQL/MariaDB: there the database does) and the batch is every
+    # root (a whole-cloud answer: its summaries are of nearly every tree)
+    summary_rows = not dialects.renders_summaries(conn)
+    inventory = None
     while batch is not None:
         roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
         searched = 0
         if roots.ids != []:
-            loaded = load_groups(conn, req, names, roots, sharing)
+            loaded = load_groups(conn, req, names, roots, sharing, summary_rows=summary_rows)
             searched = _collect(loaded, req, found, seen, budget, stop)
             root_of.update(loaded.data.root_of)
+            inventory = loaded.inventory
         batch = plan.next(batch, roots, len(found), searched)
     chosen = _apply_policies(conn, found, policies, req)
-    return _summarise(conn, chosen, names, root_of)
+    return _summarise(conn, chosen, names, root_of, inventory)
 
 
 def _collect(
@@ -262,11 +269,16 @@ _picks = attrgetter("picks")
 
 
 def _summarise(
-    conn: Connection, chosen: list[RawCandidate], names: q.Names, root_of: dict[int, int]
+    conn: Connection,
+    chosen: list[RawCandidate],
+    names: q.Names,
+    root_of: dict[int, int],
+    inventory: Sequence[Sequence[Any]] | None = None,
 ) -> AllocationCandidates:
     """Summaries of the trees the returned candidates allocate from, then the answer in
     compact form: requests stay picks (ids) until rendered or asked for
-    (:class:`RequestRows`).
+    (:class:`RequestRows`). ``inventory``: every inventory of (at least) those trees,
+    read with a group's rows (:func:`load_groups` ``summary_rows``), else read here.
 
     As Placement: a tree is summarised when some returned request allocates from one of
     its providers. The anchor of a candidate made of sharing providers alone, and the
@@ -287,7 +299,7 @@ def _summarise(
             for slot, rp in zip(c.slots, c.picks, strict=True)
             if slot.rc_amounts
         }
-    summaries = fetch_summaries(conn, trees, names.rc_names)
+    summaries = fetch_summaries(conn, trees, names.rc_names, inventory=inventory)
     uuid_by_id = summaries.uuid_by_id
     outside = set(map(_root_id, chosen)) - trees
     if not every_slot:  # a resourceless group's provider may be outside those trees

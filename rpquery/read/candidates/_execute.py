@@ -427,6 +427,9 @@ class Loaded:
     data: SearchData
     rules: SearchRules
     sharing_ids: frozenset[int] = frozenset()
+    #: every inventory of the batch's trees as (provider ids, class ids, capacities,
+    #: usages) columns, when a group's statement read them (``summary_rows``)
+    inventory: Sequence[Sequence[Any]] | None = None
 
 
 class _Collector:
@@ -438,6 +441,8 @@ class _Collector:
         self.flags: dict[int, tuple[bool, ...]] = {}
         self.shared_with = shared_with
         self.local_roots: set[int] = set()
+        #: the summaries' inventory columns, when a group's statement read them
+        self.summary_inventory: Sequence[Sequence[Any]] | None = None
 
     def offers(self, rows: Any, n_flags: int, room: bool = True) -> dict[int, list[int]]:
         """Rows of one group statement: class id → provider ids with room for the
@@ -449,7 +454,12 @@ class _Collector:
         unpacking (~13k rows for the whole cloud at 5,000 hosts)."""
         if not rows:
             return {}
-        cols = list(zip(*rows, strict=True))
+        return self._offers(list(zip(*rows, strict=True)), n_flags, room)
+
+    def _offers(
+        self, cols: Sequence[Sequence[Any]], n_flags: int, room: bool
+    ) -> dict[int, list[int]]:
+        """:meth:`offers` of the rows as columns (at least one row)."""
         rps, rcs = cols[0], cols[2]
         self.root_of.update(zip(rps, cols[1], strict=True))
         by_rc = {rc: list(compress(rps, map(eq, rcs, repeat(rc)))) for rc in set(rcs)}
@@ -466,6 +476,16 @@ class _Collector:
             for rp, *extra in zip(rps, *cols[first : first + n_flags], strict=True):
                 flags[rp] = tuple(map(bool, extra))
         return by_rc
+
+    def offers_summary(self, rows: Any) -> dict[int, list[int]]:
+        """:meth:`offers` of a statement that read every inventory row with the
+        summaries' columns (provider, root, class, capacity, used, ``fits``): the rows
+        that fit are the group's; every row's (provider, class, capacity, used) is
+        kept for the summaries (:attr:`summary_inventory`)."""
+        rps, roots, rcs, capacities, used, fits = list(zip(*rows, strict=True)) or [()] * 6
+        self.summary_inventory = (rps, rcs, capacities, used)
+        fitting = [tuple(compress(c, fits)) for c in (rps, roots, rcs)]
+        return self._offers(fitting, 0, False) if fitting[0] else {}
 
     def offers_grouped(self, rows: Any, bits: Sequence[int]) -> dict[int, list[int]]:
         """:meth:`offers` of a grouped statement's rows (provider, root, mask of the
@@ -589,21 +609,36 @@ BatchStatement = GroupRows | ResourcelessRows | TreeShape
 
 
 def group_statement(
-    g: RequestGroup, names: q.Names, room: bool = True, grouped: bool = False
+    g: RequestGroup,
+    names: q.Names,
+    room: bool = True,
+    grouped: bool = False,
+    summary: bool = False,
 ) -> tuple[GroupRows | ResourcelessRows, dict[str, Any]]:
     """The statement of group ``g`` (by shape) and its values (``room``: with the
     room columns; ``grouped``: one row per provider when the group has no room columns,
-    no any-of flags and several classes; see
-    :class:`~rpquery.read.candidates._sql.GroupShape`)."""
+    no any-of flags and several classes; ``summary``: every inventory row of the scope,
+    with the summaries' columns and ``fits``, for a group that :func:`carries_summary`;
+    see :class:`~rpquery.read.candidates._sql.GroupShape`)."""
     if g.resources:
         shape, values = q.group_shape(g, names)
-        if not room:
+        if summary:
+            assert not room and carries_summary(g), g
+            shape = dataclasses.replace(shape, room=False, summary=True)
+        elif not room:
             flags = not g.is_granular and g.required
             grouped = grouped and not flags and len(g.resources) > 1
             shape = dataclasses.replace(shape, room=False, grouped=grouped)
         return GroupRows(shape), values
     filters, values = filter_shape(g, names, "g_")
     return ResourcelessRows(filters), values
+
+
+def carries_summary(g: RequestGroup) -> bool:
+    """Whether ``g``'s statement can also read the provider summaries' inventory rows
+    (:class:`~rpquery.read.candidates._sql.GroupShape` ``summary``): a group with
+    resources and no any-of trait flags (granular, or without ``required``)."""
+    return bool(g.resources) and (g.is_granular or not g.required)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -902,10 +937,15 @@ def contended_classes(req: CandidatesRequest) -> frozenset[str]:
 
 
 def _group_slots(
-    run: _Run, g: RequestGroup, col: _Collector, room: bool = True, grouped: bool = False
+    run: _Run,
+    g: RequestGroup,
+    col: _Collector,
+    room: bool = True,
+    grouped: bool = False,
+    summary: bool = False,
 ) -> list[Slot]:
     names = run.names
-    what, values = group_statement(g, names, room, grouped)
+    what, values = group_statement(g, names, room, grouped, summary)
     if not g.resources:
         rows = [(int(rp), int(root)) for rp, root in run.execute(what, values)]
         col.root_of.update(rows)
@@ -918,6 +958,8 @@ def _group_slots(
     if what.shape.grouped:
         bits = [values[what.shape.name("rc", i)] for i in range(what.shape.resources)]
         by_rc = col.offers_grouped(run.execute(what, values), bits)
+    elif what.shape.summary:
+        by_rc = col.offers_summary(run.execute(what, values))
     else:
         by_rc = col.offers(run.execute(what, values), n_flags, room)
     amounts = tuple(sorted((names.rc_ids[rc], amt) for rc, amt in g.resources.items()))
@@ -943,6 +985,7 @@ def load_groups(
     sharing: Sharing,
     lean: bool = True,
     grouped: bool | None = None,
+    summary_rows: bool = False,
 ) -> Loaded:
     """One statement per group, parent links if ``same_subtree``. ``lean`` (the
     default): only what the search needs: a group none of whose classes another group
@@ -950,7 +993,11 @@ def load_groups(
     classes some other group asks for too (:func:`contended_classes`); else (headroom,
     which counts every row's room) every row's. ``grouped``: a lean group of several
     classes is read one row per provider (default: where the driver decodes values
-    slowly, :func:`rpquery.store.dialects.groups_offers`)."""
+    slowly, :func:`rpquery.store.dialects.groups_offers`). ``summary_rows``: when the
+    batch is every root (a whole-cloud answer), the first lean group that
+    :func:`carries_summary` also reads every inventory with its capacity and usage, for
+    the provider summaries (``Loaded.inventory``): one pass over the inventories
+    instead of two."""
     scope = scope_key(roots.scope)
     if roots.ids is not None and isinstance(scope, BatchRoots):
         shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
@@ -964,11 +1011,17 @@ def load_groups(
     contended = contended_classes(req) if lean else None
     if grouped is None:
         grouped = dialects.groups_offers(conn)
+    carrier = None
+    if summary_rows and roots.scope is None and contended is not None:
+        carrier = next(
+            (g for g in order if contended.isdisjoint(g.resources) and carries_summary(g)),
+            None,
+        )
     parts: dict[tuple[object, ...], tuple[BatchStatement, dict[str, Any] | None]] = {}
     for g in order:  # the statements _group_slots runs, as it runs them
         room = contended is None or not contended.isdisjoint(g.resources)
         key = (filters_key(g), tuple(sorted(g.resources.items())))
-        parts.setdefault(key, group_statement(g, names, room, grouped))
+        parts.setdefault(key, group_statement(g, names, room, grouped, g is carrier))
     if req.same_subtree:
         parts[("tree shape",)] = (TreeShape(), None)
     run.prefetch(list(parts.values()))
@@ -980,7 +1033,8 @@ def load_groups(
             slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
         else:
             room = contended is None or not contended.isdisjoint(g.resources)
-            slots.extend(done.setdefault(key, _group_slots(run, g, col, room, grouped)))
+            found = _group_slots(run, g, col, room, grouped, g is carrier)
+            slots.extend(done.setdefault(key, found))
     parent_of: dict[int, int | None] = {}
     if req.same_subtree:
         for rp, parent in run.execute(TreeShape()):
@@ -994,7 +1048,7 @@ def load_groups(
         flags=col.flags,
     )
     data = SearchData(col.inventory, col.root_of, parent_of)
-    return Loaded(anchors, slots, data, rules, frozenset(sharing_ids))
+    return Loaded(anchors, slots, data, rules, frozenset(sharing_ids), col.summary_inventory)
 
 
 def fetch_summaries(
@@ -1003,9 +1057,15 @@ def fetch_summaries(
     rc_names: Mapping[int, str],
     *,
     written: bool | None = None,
+    inventory: Sequence[Sequence[Any]] | None = None,
 ) -> SummaryRows:
     """Summaries of every provider in the trees ``root_ids``, kept as read:
     :class:`SummaryRows` writes or shapes them only when rendered or read.
+    ``inventory``: (provider ids, class ids, capacities, usages) columns of every
+    inventory of those trees (and maybe of others: only the summarised providers' are
+    used), already read with a group's statement (:func:`load_groups`
+    ``summary_rows``); without, they are read here (where the database does not write
+    the resources).
 
     One row per provider with its trait ids (:func:`~._sql.summary_stmt`), then the
     names of the distinct ids (one small statement, none without traits). Resources
@@ -1026,7 +1086,9 @@ def fetch_summaries(
     else:
         providers = driver_rows(conn, SUMMARY[False], params)
     if not written:
-        inventory_rows = driver_rows(conn, SUMMARY_INVENTORIES, params)
+        inventory_rows = (
+            driver_rows(conn, SUMMARY_INVENTORIES, params) if inventory is None else None
+        )
     else:
         unwritten = [row[0] for row in providers if row[5] is None]
         inventory_rows = []
@@ -1039,7 +1101,9 @@ def fetch_summaries(
     if trait_ids:
         rows = driver_rows(conn, SUMMARY_TRAIT_NAMES, {"summary_trait_ids": trait_ids})
         trait_names = {int(ident): name for ident, name in rows}
-    return SummaryRows.from_driver(providers, inventory_rows, trait_names, rc_names)
+    return SummaryRows.from_driver(
+        providers, inventory_rows, trait_names, rc_names, inventory_columns=inventory
+    )
 
 
 @functools.lru_cache(maxsize=8)

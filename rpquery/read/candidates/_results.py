@@ -261,16 +261,19 @@ class SummaryRows:
     def from_driver(
         cls,
         provider_rows: Sequence[Sequence[Any]],
-        inventory_rows: Sequence[Sequence[Any]],
+        inventory_rows: Sequence[Sequence[Any]] | None,
         trait_names: Mapping[int, str],
         rc_names: Mapping[int, str],
+        *,
+        inventory_columns: Sequence[Sequence[Any]] | None = None,
     ) -> SummaryRows:
         """From the summary statements' rows as read: ``(id, uuid, name, parent id,
         root id[, resources JSON], trait id text)`` per provider (with the resources
         column when the database wrote them), ``(provider id, class id, capacity,
-        used)`` per inventory of the providers whose resources it did not write, trait
-        id → name and class id → name. A trait id without a name (deleted meanwhile)
-        is left out."""
+        used)`` per inventory of the providers whose resources it did not write (or,
+        ``inventory_rows`` ``None``, the same as ``inventory_columns``, one column each,
+        which may hold other providers' too), trait id → name and class id → name. A
+        trait id without a name (deleted meanwhile) is left out."""
         columns = list(zip(*provider_rows, strict=True)) or [()] * 6
         written = columns.pop(5) if len(columns) == 7 else None
         sets: dict[str, frozenset[str]] = {}
@@ -278,7 +281,11 @@ class SummaryRows:
             if text is not None:
                 found = (trait_names.get(int(t)) for t in text.split(","))
                 sets[text] = frozenset(name for name in found if name is not None)
-        inventory = list(zip(*inventory_rows, strict=True)) or [()] * 4
+        if inventory_rows is None:
+            assert inventory_columns is not None
+            inventory = list(inventory_columns)
+        else:
+            inventory = list(zip(*inventory_rows, strict=True)) or [()] * 4
         return cls(columns, written, inventory, sets, rc_names)
 
     @property

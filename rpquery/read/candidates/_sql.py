@@ -101,13 +101,19 @@ class GroupShape:
     that the amount fits is all there is to know). ``grouped`` (only without room
     columns and any-of flags): one row per provider, ``GROUP BY`` provider and root,
     with ``classes``, the sum of ``2**i`` over the group's classes ``rc<i>`` it can
-    serve, instead of one row per (provider, class)."""
+    serve, instead of one row per (provider, class). ``summary`` (only without room
+    columns, any-of flags or grouping): every inventory row of the scope, each with its
+    capacity, its usage and ``fits``, 1 when the row is one the group's statement would
+    return (its class asked for, the amount fits, the filters pass), else 0: the group's
+    rows and the provider summaries' inventory rows in one pass over the inventories
+    (a whole-cloud answer, where the summarised trees are nearly all)."""
 
     granular: bool
     resources: int
     filters: FilterShape
     room: bool = True
     grouped: bool = False
+    summary: bool = False
 
     def name(self, field: str, i: int | None = None) -> str:
         return self.filters.name(field, i)
@@ -186,7 +192,9 @@ def group_rows_of(
     sharing_ids: Ids = (),
     root_exempt: Ids | None = None,
 ) -> Select:
-    """One row per (provider, requested class) that can serve ``group``'s amount.
+    """One row per (provider, requested class) that can serve ``group``'s amount (with
+    ``shape.summary``, every inventory row of the scope with its capacity, usage and
+    whether it is such a row: see :class:`GroupShape`).
 
     ``SELECT rp.id, rp.root_provider_id, inv.resource_class_id [, capacity, used,
     inv.max_unit] [, EXISTS(trait in set_i) AS req_i ...]
@@ -255,7 +263,7 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
         mask = sa.case(*bits, else_=sa.literal_column("0"))  # bits of the shape, not values
         classes = sa.cast(sa.func.sum(mask), sa.Integer).label("classes")
         columns = (rp.c.id, rp.c.root_provider_id, classes)
-    where = (
+    where: tuple[ColumnElement[bool], ...] = (
         inv.c.resource_class_id.in_(binds.many(shape.name("rcs"))),
         _fits_one_of(shape, binds, inv, _USED),
         *shape_filters(
@@ -267,6 +275,14 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
             root_exempt=root_exempt,
         ),
     )
+    if shape.summary:
+        assert not shape.room and not shape.grouped and not flags, shape
+        # CASE, not the condition itself: 1 or 0 on every backend, never NULL
+        fits = sa.case(
+            (sa.and_(*where), sa.literal_column("1")), else_=sa.literal_column("0")
+        ).label("fits")
+        columns = (*columns, clauses.capacity(inv).label("capacity"), _USED.label("used"), fits)
+        where = ()
     return columns, where
 
 
