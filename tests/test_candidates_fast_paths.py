@@ -8,6 +8,8 @@ for, on small random clouds and requests (the generators of
   product per anchor when nothing is checked at any pick) find the same candidates,
   in the same order, with the same steps, and go over the same budgets as every room
   column read and the walk over every anchor;
+- a whole-cloud answer's summaries written from the inventory rows its group's
+  statement read (``summary_rows``) are those the summary statements read;
 - the allocation requests' JSON written from pick templates
   (:func:`~rpquery.read.candidates._render.requests_json`) is, byte for byte, the one
   written through layouts and orjson's of ``to_placement()``.
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 import pytest
@@ -27,11 +31,13 @@ from hypothesis import strategies as st
 
 from rpquery.db import Database, reading
 from rpquery.errors import TooComplex
-from rpquery.read.candidates import _collect, allocation_candidates
+from rpquery.read.candidates import _collect, _render, allocation_candidates
 from rpquery.read.candidates._execute import (
     Batch,
+    Loaded,
     fetch_names,
     fetch_sharing,
+    fetch_summaries,
     load_groups,
     select_roots,
 )
@@ -65,7 +71,9 @@ def general_and_fast(
 ) -> list[Found]:
     """The candidates of every anchor and the steps taken, read and searched the
     general way, then the fast way, then the fast way with a group's offers one row
-    per provider (as on MySQL): ``"too complex"`` when over ``max_steps``. With
+    per provider (as on MySQL), then the fast way with the summaries' inventory rows
+    read with a group's (:func:`check_summary_rows`): ``"too complex"`` when over
+    ``max_steps``. With
     ``limit``, as a limited request searches (at most ``limit`` per anchor, stopping
     at ``limit`` in all): the fast way takes each anchor's first candidates from its
     product when the walk is plain (:func:`rpquery.read.candidates._collect_prefixes`)."""
@@ -76,8 +84,11 @@ def general_and_fast(
         names = fetch_names(conn, req)
         sharing = fetch_sharing(conn, req, names)
         roots = select_roots(conn, req, names, (), Batch(), sharing.rc_ids)  # every root
-        for fast, grouped in ((False, False), (True, False), (True, True)):
-            loaded = load_groups(conn, req, names, roots, sharing, lean=fast, grouped=grouped)
+        variants = ((False, False, False), (True, False, False), (True, True, False))
+        for fast, grouped, summary in (*variants, (True, False, True)):
+            loaded = load_groups(
+                conn, req, names, roots, sharing, lean=fast, grouped=grouped, summary_rows=summary
+            )
             found: list = []
             budget = SearchBudget(max_steps)
             try:
@@ -86,7 +97,30 @@ def general_and_fast(
                 out.append("too complex")
             else:
                 out.append(([(c.root_id, c.picks) for c in found], budget.steps))
+                if summary:
+                    check_summary_rows(conn, loaded, found, names.rc_names)
     return out
+
+
+#: how many answers :func:`check_summary_rows` compared
+SUMMARISED = [0]
+
+
+def check_summary_rows(
+    conn: Any, loaded: Loaded, found: list[Any], rc_names: Mapping[int, str]
+) -> None:
+    """The summaries written from the inventory rows a group's statement read
+    (``summary_rows``: every root, a group that carries them) are those the summary
+    statements read on their own, for the trees of ``found``."""
+    if loaded.inventory is None or not found:
+        return
+    root_of = loaded.data.root_of
+    trees = {root_of[rp] for c in found for rp in c.picks}
+    alone = fetch_summaries(conn, trees, rc_names, written=False)
+    merged = fetch_summaries(conn, trees, rc_names, written=False, inventory=loaded.inventory)
+    assert merged.render() == alone.render()
+    assert orjson.loads(_render.summaries_json(merged, None)) == alone.render()
+    SUMMARISED[0] += 1
 
 
 def check_requests_json(db: Database, req: CandidatesRequest) -> int:
@@ -126,13 +160,17 @@ def test_fast_paths_equal_the_general_path(backend: str, request: pytest.Fixture
     )
     def check(cloud: Cloud, req: CandidatesRequest, max_steps: int, limit: int | None) -> None:
         insert(db, cloud)
-        general, fast, grouped = general_and_fast(db, req, max_steps, limit)
-        assert fast == general and grouped == general
+        general, fast, grouped, summary = general_and_fast(db, req, max_steps, limit)
+        assert fast == general and grouped == general and summary == general
         seen["examples"] += 1
         seen["over"] += general == "too complex"
         seen["answers"] += check_requests_json(db, req) > 0
 
+    summarised = SUMMARISED[0]
     check()
+    # whole-cloud summaries from a group's rows were compared (most random requests
+    # have a group that carries them)
+    assert SUMMARISED[0] > summarised
     # the property ran and compared some non-empty answers (a share of them would be a
     # statistical bound that a run of unlucky draws fails: it did once in ~1,300)
     assert seen["examples"] > 0 and seen["answers"] > 0
@@ -181,9 +219,16 @@ def test_fast_paths_on_numa_hosts(backend: str, request: pytest.FixtureRequest) 
     insert(db, Cloud(provs))
     for query in SHAPES:
         req = parse_candidates(query)
-        general, fast, grouped = general_and_fast(db, req, 1_000_000)
-        assert fast == general == grouped and general != "too complex", query
+        summarised = SUMMARISED[0]
+        general, fast, grouped, summary = general_and_fast(db, req, 1_000_000)
+        assert fast == general == grouped == summary and general != "too complex", query
+        # its summaries from the group's rows (a shape with VCPU asked twice has no
+        # group that carries them: every group needs room columns)
+        assert SUMMARISED[0] == summarised + ("&resources_A=VCPU:1" not in query), query
         for limit in (1, 2, 3, 4, 7):
-            general, fast, grouped = general_and_fast(db, req, 1_000_000, limit)
-            assert fast == general == grouped and general != "too complex", (query, limit)
+            general, fast, grouped, summary = general_and_fast(db, req, 1_000_000, limit)
+            assert fast == general == grouped == summary and general != "too complex", (
+                query,
+                limit,
+            )
         assert check_requests_json(db, req) > 0, query
