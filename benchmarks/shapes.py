@@ -143,24 +143,25 @@ def _percentile(values: list[float], p: float) -> float:
 
 
 class _Compiles:
-    """Counts statements SQLAlchemy had to compile (a compiled-cache miss, or a part of
-    a merged statement compiled for the first time): a first ask that compiled nothing
-    had a shape seen before, whatever its values."""
+    """Counts statements SQLAlchemy had to compile (a compiled-cache miss) and parts the
+    read path compiled (:mod:`rpquery.read.candidates._texts`: a statement's head or
+    one of its clauses seen for the first time): a first ask that compiled nothing
+    met only parts seen before, whatever its values and however they combine."""
 
     def __init__(self, db: Any) -> None:
         from sqlalchemy import event
 
-        from rpquery.read.candidates import _execute
+        from rpquery.read.candidates import _texts
 
         self.cache_misses = 0
         self.engine = db.engine
-        self.parts = _execute._compiled.cache_info
-        self.parts_before = self.parts().misses
+        self.stats = _texts.PartStats
+        self.parts_before = self.stats.compiled
         event.listen(self.engine, "after_cursor_execute", self.seen)
 
     @property
     def misses(self) -> int:
-        return self.cache_misses + self.parts().misses - self.parts_before
+        return self.cache_misses + self.stats.compiled - self.parts_before
 
     def seen(self, conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
         if ctx is not None and ctx.cache_hit == ctx.dialect.CACHE_MISS:

@@ -17,6 +17,7 @@ in_tree=False), {'g_forbidden': [7]})
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +87,76 @@ def shape_filters(
     """The clauses of :func:`provider_filters` for a group of ``shape``, its values
     taken from ``binds``. ``root_exempt`` (with ``root_covers``): providers whose root's
     forbidden aggregates do not exclude them
-    (:func:`rpquery.read._clauses.not_in_aggregates`)."""
+    (:func:`rpquery.read._clauses.not_in_aggregates`).
+
+    With bind parameters (``Binds()``) each clause is built once per prefix and count
+    and shared by every shape that has it (:func:`_bound_clause`): a statement of a new
+    shape is made of clause objects built, and compiled, before
+    (:mod:`rpquery.read.candidates._texts`)."""
+    if binds.values is not None or not (
+        root_exempt is None or isinstance(root_exempt, sa.BindParameter)
+    ):
+        return _shape_filters(
+            shape,
+            binds,
+            rp,
+            with_required=with_required,
+            root_covers=root_covers,
+            root_exempt=root_exempt,
+        )
+    exempt = None if root_exempt is None else root_exempt.key
+    p = shape.prefix
+    out = []
+    if shape.forbidden:
+        out.append(_bound_clause(rp, p, "forbidden", 1, root_covers, exempt))
+    if with_required:
+        out.extend(
+            _bound_clause(rp, p, "required", i + 1, root_covers, exempt)
+            for i in range(shape.required)
+        )
+    if shape.member_of:
+        out.append(_bound_clause(rp, p, "member_of", shape.member_of, root_covers, exempt))
+    if shape.forbidden_aggs:
+        out.append(_bound_clause(rp, p, "forbidden_aggs", 1, root_covers, exempt))
+    if shape.in_tree:
+        out.append(_bound_clause(rp, p, "in_tree", 1, root_covers, exempt))
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _bound_clause(
+    rp: FromClause, prefix: str, kind: str, n: int, root_covers: bool, exempt: str | None
+) -> ColumnElement[bool]:
+    """One clause of :func:`shape_filters` with bind parameters: the last clause of a
+    shape with only ``kind`` (``n``: its count: the ``n - 1``th required set, ``n``
+    ``member_of`` terms)."""
+    fields = {"forbidden": False, "required": 0, "member_of": 0}
+    fields.update({"forbidden_aggs": False, "in_tree": False})
+    fields[kind] = n if kind in ("required", "member_of") else True
+    only = FilterShape(prefix, **fields)  # type: ignore[arg-type]
+    root_exempt: Ids | None = None
+    if exempt is not None:
+        root_exempt = sa.bindparam(exempt, expanding=True)
+    return _shape_filters(
+        only,
+        Binds(),
+        rp,
+        with_required=True,
+        root_covers=root_covers,
+        root_exempt=root_exempt,
+    )[-1]
+
+
+def _shape_filters(
+    shape: FilterShape,
+    binds: Binds,
+    rp: FromClause,
+    *,
+    with_required: bool,
+    root_covers: bool,
+    root_exempt: Ids | None = None,
+) -> list[ColumnElement[bool]]:
+    """:func:`shape_filters`, built anew."""
     out: list[ColumnElement[bool]] = []
     if shape.forbidden:
         out.append(clauses.lacks_any_trait(rp.c.id, binds.many(shape.name("forbidden"))))

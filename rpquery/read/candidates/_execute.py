@@ -31,6 +31,7 @@ from rpquery.read._filters import FilterShape, filter_shape
 from rpquery.read._names import SHARING_TRAIT, names_found, resolve_names
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates import _texts
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, Slot
 from rpquery.read.request import CandidatesRequest, RequestGroup
@@ -67,8 +68,15 @@ def driver_rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> l
     objects (~0.5 µs a row: 15 ms of the ~30k trait rows of a whole-cloud answer).
     Only for the read path's statements, whose columns are ints, strings and numbers
     that need no result processing (callers convert with ``int()``/``float()``,
-    which also takes MySQL's ``Decimal`` sums). Still sent through ``conn.execute``,
-    so tracers and statement counts see it."""
+    which also takes MySQL's ``Decimal`` sums).
+
+    A ``SELECT`` is sent as the text :mod:`~rpquery.read.candidates._texts` joins from
+    parts compiled once each (a statement of a new shape made of known parts compiles
+    nothing), with ``exec_driver_sql``: tracers and statement counts still see it."""
+    if isinstance(stmt, (sa.Select, sa.CompoundSelect)):
+        template = _texts.template(stmt, conn.dialect)
+        if template is not None:
+            return _fetch(conn, *_texts.render(template, params))
     result = conn.execute(stmt, params)
     try:
         return list(result.cursor.fetchall()) if result.returns_rows else []
@@ -762,12 +770,17 @@ def _expanded(
 ) -> tuple[str, dict[str, Any]]:
     """``stmt``'s SQL for ``params`` (expanding lists rendered) and its parameters, each
     renamed ``<prefix><name>``."""
-    state = _compiled(stmt, dialect).construct_expanded_state(params)
-    values = {}
-    for name, value in state.parameters.items():
-        processor = state.processors.get(name)
-        values[prefix + name] = processor(value) if processor is not None else value
-    return (_renamed(state.statement, prefix) if prefix else state.statement), values
+    template = _texts.template(stmt, dialect)
+    if template is None:  # (values to process: none of the batch's statements has)
+        state = _compiled(stmt, dialect).construct_expanded_state(params)
+        sql, values = state.statement, state.parameters
+        for name, processor in state.processors.items():
+            values[name] = processor(values[name])
+    else:
+        sql, values = _texts.render(template, params)
+    if not prefix:
+        return sql, values
+    return _renamed(sql, prefix), {prefix + name: value for name, value in values.items()}
 
 
 def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:

@@ -235,15 +235,19 @@ _Parts = tuple[tuple[ColumnElement[Any], ...], tuple[ColumnElement[bool], ...]]
 
 
 def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
-    """The columns and the ``WHERE`` clauses (but the scope) of :func:`group_rows_of`."""
+    """The columns and the ``WHERE`` clauses (but the scope) of :func:`group_rows_of`.
+    With bind parameters (``Binds()``), each column and clause is built once per
+    prefix and count (:func:`_bound`) and shared by the shapes that have it."""
     inv, rp = _INV, _RP
+    bound = binds.values is None
+    prefix = shape.filters.prefix
     flags = []
     if not shape.granular:
         flags = [
-            clauses.has_any_trait(rp.c.id, binds.many(shape.name("required", i))).label(f"req_{i}")
+            _bound(prefix, "flag", i) if bound else _flag(binds.many(shape.name("required", i)), i)
             for i in range(shape.filters.required)
         ]
-    room = (clauses.capacity(inv).label("capacity"), _USED.label("used"), inv.c.max_unit)
+    room = _bound("", "room", 0) if bound else _room()
     columns: tuple[ColumnElement[Any], ...] = (
         rp.c.id,
         rp.c.root_provider_id,
@@ -253,19 +257,13 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
     )
     if shape.grouped:
         assert not shape.room and not flags, shape
-        bits: list[tuple[ColumnElement[bool], Any]] = [
-            (
-                inv.c.resource_class_id == binds.value(shape.name("rc", i)),
-                sa.literal_column(str(1 << i)),
-            )
-            for i in range(shape.resources)
-        ]
-        mask = sa.case(*bits, else_=sa.literal_column("0"))  # bits of the shape, not values
-        classes = sa.cast(sa.func.sum(mask), sa.Integer).label("classes")
+        classes = _bound(prefix, "classes", shape.resources) if bound else _classes(shape, binds)
         columns = (rp.c.id, rp.c.root_provider_id, classes)
     where: tuple[ColumnElement[bool], ...] = (
-        inv.c.resource_class_id.in_(binds.many(shape.name("rcs"))),
-        _fits_one_of(shape, binds, inv, _USED),
+        _bound(prefix, "rcs", 0) if bound else _in_rcs(binds.many(shape.name("rcs"))),
+        _bound(prefix, "fits", shape.resources)
+        if bound
+        else _fits_one_of(shape, binds, inv, _USED),
         *shape_filters(
             shape.filters,
             binds,
@@ -284,6 +282,50 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
         columns = (*columns, clauses.capacity(inv).label("capacity"), _USED.label("used"), fits)
         where = ()
     return columns, where
+
+
+def _flag(trait_ids: Any, i: int) -> ColumnElement[bool]:
+    return clauses.has_any_trait(_RP.c.id, trait_ids).label(f"req_{i}")
+
+
+def _room() -> tuple[ColumnElement[Any], ...]:
+    inv = _INV
+    return (clauses.capacity(inv).label("capacity"), _USED.label("used"), inv.c.max_unit)
+
+
+def _classes(shape: GroupShape, binds: Binds) -> ColumnElement[int]:
+    bits: list[tuple[ColumnElement[bool], Any]] = [
+        (
+            _INV.c.resource_class_id == binds.value(shape.name("rc", i)),
+            sa.literal_column(str(1 << i)),
+        )
+        for i in range(shape.resources)
+    ]
+    mask = sa.case(*bits, else_=sa.literal_column("0"))  # bits of the shape, not values
+    return sa.cast(sa.func.sum(mask), sa.Integer).label("classes")
+
+
+def _in_rcs(rc_ids: Any) -> ColumnElement[bool]:
+    return _INV.c.resource_class_id.in_(rc_ids)
+
+
+@functools.lru_cache(maxsize=256)
+def _bound(prefix: str, kind: str, n: int) -> Any:
+    """A column or clause of :func:`_parts` with bind parameters named ``prefix`` +
+    field: the ``n``th trait flag, the room columns, the classes mask of ``n`` classes,
+    the class list, the capacity test of ``n`` classes."""
+    binds = Binds()
+    like = GroupShape(False, n, FilterShape(prefix, False, 0, 0, False, False))
+    if kind == "flag":
+        return _flag(binds.many(like.name("required", n)), n)
+    if kind == "room":
+        return _room()
+    if kind == "classes":
+        return _classes(like, binds)
+    if kind == "rcs":
+        return _in_rcs(binds.many(like.name("rcs")))
+    assert kind == "fits", kind
+    return _fits_one_of(like, binds, _INV, _USED)
 
 
 @functools.lru_cache(maxsize=512)
@@ -462,9 +504,7 @@ def names_sharing_of(
     # the class's name per inventory row (a sharing provider has a few), not a join:
     # one relation fewer for PostgreSQL to plan (0.75 -> 0.5 ms at 100 hosts)
     rc_name = sa.select(_SRC.c.name).where(_SRC.c.id == _SINV.c.resource_class_id)
-    has_class = rc_name.scalar_subquery().in_(
-        sa.bindparam("sharing_rc_names", expanding=True)
-    )
+    has_class = rc_name.scalar_subquery().in_(sa.bindparam("sharing_rc_names", expanding=True))
     shared = row(
         null, _ST.c.resource_provider_id, _TP.c.root_provider_id, _SINV.c.resource_class_id
     )
@@ -644,16 +684,12 @@ def summary_resources(rp_id: ColumnElement[int], named: int = 0) -> ColumnElemen
             )
             for i in range(named)
         ]
-        name: ColumnElement[str] = sa.case(
-            *whens, value=inv.c.resource_class_id, else_=other
-        )
+        name: ColumnElement[str] = sa.case(*whens, value=inv.c.resource_class_id, else_=other)
         joined, used = clauses.join_usage(inv, inv)
     else:
         rc = resource_classes.alias("rc")
         name = dialects.json_quote(rc.c.name)
-        joined, used = clauses.join_usage(
-            inv.join(rc, rc.c.id == inv.c.resource_class_id), inv
-        )
+        joined, used = clauses.join_usage(inv.join(rc, rc.c.id == inv.c.resource_class_id), inv)
     cap = clauses.capacity(inv)
     piece = dialects.text_concat(
         name,
