@@ -734,14 +734,14 @@ def merged_rows(
     each statement's rows in a list. For a driver whose placeholders are named
     ``%(name)s`` (psycopg, PyMySQL: :meth:`_Run._merges`).
 
-    Each statement is compiled once (:func:`_compiled`: its SQL is the same as when it
-    runs alone; a statement alone is sent as it is), then the statements become one
+    Each statement's text is joined from its parts (:func:`~rpquery.read.candidates.
+    _texts.template`: its SQL is the same as when it runs alone, a statement alone is
+    sent as it is; :func:`_compiled` for one that cannot be), then the statements become one
     text: ``SELECT 0, p.* FROM (<first>) AS p UNION ALL SELECT 1, p.*, NULL, ... FROM
     (<second>) AS p ...``, each parameter renamed ``m<i>_<name>``, the widest statement
     first (PostgreSQL types a ``UNION`` from its first branch; the others are padded
-    with ``NULL``). Merging costs a few string operations; compiling each statement
-    apart keeps SQLAlchemy's work once per statement shape, whatever shapes a request
-    combines."""
+    with ``NULL``). Merging costs a few string operations; compiling each part apart
+    keeps SQLAlchemy's work once per part, whatever shapes a request combines."""
     dialect = conn.dialect
     if len(stmts) == 1:
         sql, values = _expanded(stmts[0][0], stmts[0][1], dialect, "")
