@@ -21,6 +21,7 @@ from rpquery.db import Database
 from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates import _texts, allocation_candidates
 from rpquery.read.request import parse_candidates
+from rpquery.store import dialects
 from tests.factories import provider
 from tests.test_statement_shapes import AGGS, BATCHES, NAMES, batch_scope
 
@@ -100,3 +101,15 @@ def test_a_new_shape_of_known_clauses_compiles_nothing(db: Database) -> None:
     assert _texts.PartStats.compiled == compiled
     names = {s.name for s in answer.provider_summaries.values()}
     assert names == {"b"}
+
+
+def test_a_select_that_compiles_its_own_way_is_compiled_whole() -> None:
+    """``long_concat_select`` writes ``group_concat_max_len`` for its statement on
+    MySQL: joined from parts as a plain ``SELECT``, it would be lost."""
+    rp = sa.table("resource_providers", sa.column("id"), sa.column("root_provider_id"))
+    stmt = dialects.long_concat_select(dialects.concat_agg(rp.c.id)).where(
+        rp.c.root_provider_id.in_(sa.bindparam("ids", expanding=True)), rp.c.id > 3
+    )
+    template = _texts.template(stmt, DIALECTS["mysql"])
+    assert template is not None
+    assert "group_concat_max_len" in _texts.render(template, {"ids": [1, 2]})[0]

@@ -243,7 +243,8 @@ def _split(
     """The head of ``stmt`` (``WHERE`` and a mark) and each of its ``WHERE`` clauses,
     compiled in a ``SELECT 1 FROM <the same froms> WHERE <clause>`` whose text, past
     ``WHERE``, is the clause's."""
-    if not isinstance(stmt, sa.Select) or not _plain(stmt) or not stmt._where_criteria:
+    # (a subclass may compile its own way: long_concat_select's SET STATEMENT)
+    if type(stmt) is not sa.Select or not _plain(stmt) or not stmt._where_criteria:
         raise _Unsupported(stmt)
     # (not get_final_froms(): it compiles the statement)
     froms = tuple(stmt._from_obj or stmt.columns_clause_froms)
