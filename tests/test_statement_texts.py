@@ -72,8 +72,11 @@ def test_joined_text_is_the_whole_statements(dialect: str, batch: ex.Batch) -> N
         scope = batch_scope(batch, roots, filtered)
         stmts = [(roots, roots_values)] if roots is not None else []
         for g in req.groups:
-            for room in (True, False):
-                what, values = ex.group_statement(g, NAMES, room, grouped=True)
+            kinds = [{"room": True}, {"room": False, "grouped": True}]
+            if ex.carries_summary(g):  # (the whole cloud's: its scope is every root)
+                kinds.append({"room": False, "summary": True})
+            for kind in kinds:
+                what, values = ex.group_statement(g, NAMES, **kind)
                 stmts.append((ex._stmt(what, scope), {**roots_values, **values}))
         for stmt, values in stmts:
             params = _values(stmt, values)
@@ -93,11 +96,15 @@ def test_a_new_shape_of_known_clauses_compiles_nothing(db: Database) -> None:
         provider(conn, "a", inventory={"VCPU": 4}, traits=["CUSTOM_A"], aggregates=[agg])
         provider(conn, "b", inventory={"VCPU": 4}, aggregates=[agg])
         provider(conn, "c", inventory={"VCPU": 4})
-    allocation_candidates(db, "resources=VCPU:1&required=!CUSTOM_A")
-    allocation_candidates(db, f"resources=VCPU:1&member_of={agg}")
+    # (with a limit: a whole-cloud answer's group statement that also reads the
+    # summaries' rows has its filters in a column, fits, compiled with the head)
+    allocation_candidates(db, "resources=VCPU:1&required=!CUSTOM_A&limit=5")
+    allocation_candidates(db, f"resources=VCPU:1&member_of={agg}&limit=5")
     compiled = _texts.PartStats.compiled
     # a group statement of a shape not seen: forbidden traits and member_of together
-    answer = allocation_candidates(db, f"resources=VCPU:2&required=!CUSTOM_A&member_of={agg}")
+    answer = allocation_candidates(
+        db, f"resources=VCPU:2&required=!CUSTOM_A&member_of={agg}&limit=5"
+    )
     assert _texts.PartStats.compiled == compiled
     names = {s.name for s in answer.provider_summaries.values()}
     assert names == {"b"}
