@@ -450,8 +450,16 @@ def _killer(url: str, backend: str, every: float, stop: threading.Event, kills: 
 # ---------------------------------------------------------------- driver
 
 
-def run_workload(db: Database, backend: str, workload: Workload) -> RunResult:
-    """Set up ``db`` (migrated and empty), run the processes, check the invariants."""
+def run_workload(
+    db: Database,
+    backend: str,
+    workload: Workload,
+    *,
+    during: Callable[[], None] | None = None,
+) -> RunResult:
+    """Set up ``db`` (migrated and empty), run the processes, check the invariants.
+    ``during``, a fault to inject (a Galera node stalled...), runs in a thread of its
+    own once the processes have started; it is waited for before the check."""
     layout = setup(db, workload.hosts)
     url = db.url.render_as_string(hide_password=False)
     db.dispose()
@@ -476,10 +484,15 @@ def run_workload(db: Database, backend: str, workload: Workload) -> RunResult:
             target=_killer, args=(url, backend, workload.kill_every, stop, kills)
         )
         killer.start()
+    fault = threading.Thread(target=during) if during is not None else None
+    if fault is not None:
+        fault.start()
     results = [out.get(timeout=workload.seconds + 600) for _ in procs]
     stop.set()
     if killer is not None:
         killer.join()
+    if fault is not None:
+        fault.join()
     for p in procs:
         p.join(timeout=60)
     seconds = time.time() - started

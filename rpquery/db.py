@@ -202,8 +202,9 @@ class Database:
         """One transaction: commits on success, rolls back on any exception.
 
         Driver errors are re-raised as :class:`ConcurrentUpdate` (deadlock,
-        serialization failure), :class:`Conflict` (integrity error) or
-        :class:`DatabaseError`, chained to the original.
+        serialization failure, a Galera node outside the primary component: the
+        writers that retry try again on another connection), :class:`Conflict`
+        (integrity error) or :class:`DatabaseError`, chained to the original.
         """
         with _wrap_driver_errors(), self.engine.connect() as conn:
             conn = conn.execution_options(rpquery_write=True)
@@ -620,6 +621,12 @@ def _wrap_driver_errors() -> Iterator[None]:
     except RpqueryError:
         raise
     except exc.DBAPIError as error:
+        if dialects.node_not_ready(error):
+            raise ConcurrentUpdate(
+                "rpquery.concurrent_update",
+                "the database node refused the statement (a Galera node outside the primary "
+                f"component: nothing was written; try again): {error.orig}",
+            ) from error
         if dialects.is_retryable(error):
             raise ConcurrentUpdate(
                 "rpquery.concurrent_update", f"concurrent update: {error.orig}"

@@ -66,6 +66,7 @@ __all__ = [
     "insert_select_adding",
     "is_charset_error",
     "is_retryable",
+    "node_not_ready",
     "json_quote",
     "least",
     "locks_rows",
@@ -541,13 +542,23 @@ def capacity_expr(
 
 # ---------------------------------------------------------------- error classification
 
+#: MySQL/MariaDB 1047, "WSREP has not yet prepared node for application use": a Galera
+#: node outside the primary component (cut off from the others, e.g. stalled for longer
+#: than ``evs.suspect_timeout`` on a loaded machine) refuses every statement, ``COMMIT``
+#: and ``ROLLBACK`` included, until it rejoins. Nothing the refused statement asked for
+#: ran and the transaction cannot commit; SQLSTATE 08S01, a communication failure (as
+#: oslo.db counts it too): the connection is discarded (:func:`_mysql.discard_refusing_node`)
+#: and the work may be retried on another one.
+NODE_NOT_READY = 1047
 #: Server error codes that mean "someone else got there first: retry".
-_MYSQL_RETRYABLE = {1213, 1205, 1180}  # deadlock (Galera: certification), lock wait, COMMIT
+_MYSQL_RETRYABLE = {1213, 1205, 1180, NODE_NOT_READY}  # deadlock (Galera: certification),
+# lock wait (Galera: also a wsrep_sync_wait that failed), COMMIT, node outside the cluster
 _PG_RETRYABLE = {"40001", "40P01", "55P03"}  # serialization, deadlock, lock not available
 
 
 def is_retryable(error: exc.DBAPIError) -> bool:
-    """True when the driver error is a deadlock, serialization failure or lock timeout."""
+    """True when the driver error is a deadlock, serialization failure or lock timeout,
+    or a Galera node that refused the statement (:func:`node_not_ready`)."""
     orig = getattr(error, "orig", None)
     sqlstate = getattr(orig, "sqlstate", None)
     if sqlstate in _PG_RETRYABLE:
@@ -556,6 +567,20 @@ def is_retryable(error: exc.DBAPIError) -> bool:
     if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE:
         return True
     return "database is locked" in str(orig)
+
+
+def node_not_ready(error: BaseException) -> bool:
+    """True when ``error`` (a driver error, or SQLAlchemy's wrapping one) is a Galera
+    node refusing statements (:data:`NODE_NOT_READY`).
+
+    >>> import pymysql
+    >>> node_not_ready(pymysql.err.OperationalError(1047, "WSREP has not yet prepared node"))
+    True
+    >>> node_not_ready(pymysql.err.OperationalError(1213, "Deadlock found"))
+    False
+    """
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
+    return bool(args) and args[0] == NODE_NOT_READY
 
 
 #: MySQL/MariaDB: "Incorrect string value" (1366), "Illegal mix of collations" (1267,

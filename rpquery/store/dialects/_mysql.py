@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Select, Table, event
-from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.engine import URL, Connection, Dialect, Engine, ExceptionContext
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import FromClause
 from sqlalchemy.sql.functions import FunctionElement
@@ -54,6 +54,7 @@ class MySQL:
 
     def engine_created(self, engine: Engine) -> None:
         event.listen(engine, "connect", _on_connect)
+        event.listen(engine, "handle_error", discard_refusing_node)
 
     def replica_lag(self, conn: Connection) -> float | None:
         status = conn.exec_driver_sql("SHOW SLAVE STATUS").mappings().first()
@@ -271,6 +272,20 @@ def _hash_joined(element: _HashJoined, compiler: Any, **kw: Any) -> str:
 
 def _float32(value: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def discard_refusing_node(ctx: ExceptionContext) -> None:
+    """A Galera node outside the primary component (1047, ``dialects.NODE_NOT_READY``)
+    refuses every statement on every connection until it rejoins, but answers pings:
+    SQLAlchemy is told to treat its connection as closed, so it is invalidated (closed
+    on check-in) and the pool opens a new one for the next checkout, which a load
+    balancer sends to a node that answers (on the pool's other connections the same
+    error discards each in turn: ``invalidate_pool_on_disconnect`` off)."""
+    from rpquery.store.dialects import node_not_ready
+
+    if node_not_ready(ctx.original_exception):
+        ctx.is_disconnect = True
+        ctx.invalidate_pool_on_disconnect = False
 
 
 def _on_connect(dbapi_conn: Any, record: Any) -> None:
