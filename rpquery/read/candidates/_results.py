@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 
 _gc_lock = threading.Lock()
 _gc_pauses = [0, False]  # [callers inside paused_gc, whether the first one disabled gc]
+_gc_overdue = [0.0]  # monotonic time by which a collection is due while pauses overlap
+#: Longest stretch (seconds) the collector stays paused while the pauses of a
+#: server's threads overlap without a gap: past it, the caller leaving collects.
+GC_PAUSE_LIMIT = 2.0
 
 
 @contextmanager
@@ -44,6 +49,12 @@ def paused_gc() -> Iterator[None]:
     it all the same. Re-entrant and thread-safe (a counter): gc is re-enabled when the
     last caller leaves, and only if it was enabled when the first one came in.
 
+    A server's threads may overlap their pauses without a gap for as long as requests
+    keep coming; the cyclic garbage of everything else (requests' exceptions and their
+    frames) would then never be collected. So a caller leaving while others are still
+    inside runs one collection itself once the collector has been paused for
+    :data:`GC_PAUSE_LIMIT` seconds, and the clock starts again.
+
     >>> with paused_gc():
     ...     gc.isenabled()
     False
@@ -52,14 +63,22 @@ def paused_gc() -> Iterator[None]:
         if _gc_pauses[0] == 0:
             _gc_pauses[1] = gc.isenabled()
             gc.disable()
+            _gc_overdue[0] = time.monotonic() + GC_PAUSE_LIMIT
         _gc_pauses[0] += 1
     try:
         yield
     finally:
+        collect = False
         with _gc_lock:
             _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
+            if _gc_pauses[0] == 0:
+                if _gc_pauses[1]:
+                    gc.enable()
+            elif _gc_pauses[1] and time.monotonic() >= _gc_overdue[0]:
+                _gc_overdue[0] = time.monotonic() + GC_PAUSE_LIMIT
+                collect = True
+        if collect:
+            gc.collect()
 
 
 @dataclass(frozen=True)
