@@ -38,7 +38,7 @@ def test_pause_is_reentrant_and_restores_the_collector() -> None:
     assert gc.isenabled()
 
 
-def test_overlapping_pauses_collect_once_the_limit_is_past(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlapping_pauses_collect_past_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_results, "GC_PAUSE_LIMIT", 0.0)
     with paused_gc():  # a request that stays inside (another thread, in a server)
         garbage = _cyclic_garbage()
@@ -49,7 +49,7 @@ def test_overlapping_pauses_collect_once_the_limit_is_past(monkeypatch: pytest.M
     assert gc.isenabled()
 
 
-def test_overlapping_pauses_within_the_limit_do_not_collect(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlapping_pauses_within_it_do_not_collect(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_results, "GC_PAUSE_LIMIT", 3600.0)
     with paused_gc():
         garbage = _cyclic_garbage()
