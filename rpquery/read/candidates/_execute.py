@@ -401,9 +401,11 @@ def select_roots(
     if dialects.ids_as_text(conn) and (batch.walk or batch.limit is None):
         # one text of ids, not a row each (a walk's and an unlimited answer's roots
         # go in id order: sorted here; a random sample keeps its rows' order)
-        rows = driver_rows(conn, _ids_text(stmt), params)
-        text = rows[0][0] if rows else None
-        ids = sorted(map(int, text.split(","))) if text else []
+        ((count, total, text),) = driver_rows(conn, _ids_text(stmt), params)
+        ids = sorted(map(int, text.split(","))) if count and text else []
+        if len(ids) != count or sum(ids) != (total or 0):
+            # cut short (group_concat_max_len, max_allowed_packet): read as rows
+            ids = sorted(int(r) for (r,) in driver_rows(conn, stmt, params))
     else:
         ids = [int(r) for (r,) in driver_rows(conn, stmt, params)]
     if batch.limit is None:
@@ -419,11 +421,14 @@ def select_roots(
 
 @functools.lru_cache(maxsize=256)
 def _ids_text(stmt: sa.Select) -> sa.Select:
-    """``SELECT GROUP_CONCAT(r.id) FROM (<stmt>) AS r`` (never cut short:
-    :class:`~rpquery.store.dialects.long_concat_select`), for
-    :func:`~rpquery.store.dialects.ids_as_text`."""
+    """``SELECT COUNT(*), SUM(r.id), GROUP_CONCAT(r.id) FROM (<stmt>) AS r``
+    (:class:`~rpquery.store.dialects.long_concat_select`; the count and sum tell a text
+    cut short), for :func:`~rpquery.store.dialects.ids_as_text`."""
     sub = stmt.subquery("r")
-    return dialects.long_concat_select(dialects.concat_agg(sub.c.id)).select_from(sub)
+    text = dialects.concat_agg(sub.c.id)
+    return dialects.long_concat_select(sa.func.count(), sa.func.sum(sub.c.id), text).select_from(
+        sub
+    )
 
 
 @dataclass(frozen=True)
@@ -743,6 +748,8 @@ def merged_rows(
     with ``NULL``). Merging costs a few string operations; compiling each part apart
     keeps SQLAlchemy's work once per part, whatever shapes a request combines."""
     dialect = conn.dialect
+    if dialects.ids_as_text(conn) and all(_whole_numbers(stmt) for stmt, _ in stmts):
+        return _text_rows(conn, stmts)
     if len(stmts) == 1:
         sql, values = _expanded(stmts[0][0], stmts[0][1], dialect, "")
         return [_fetch(conn, sql, values)]
@@ -762,6 +769,61 @@ def merged_rows(
     for row in _fetch(conn, " UNION ALL ".join(branches), params):
         i = row[0]
         out[i].append(row[1 : 1 + widths[i]])
+    return out
+
+
+_WHOLE = (sa.Integer, sa.Boolean)
+
+
+def _whole_numbers(stmt: sa.Select) -> bool:
+    """Whether every column of ``stmt`` is an integer or a boolean (a provider, a root,
+    a class, a mask of classes, a trait flag: no capacity)."""
+    return all(kind in _WHOLE for kind in _column_kinds(stmt))
+
+
+def _text_rows(
+    conn: Connection, stmts: Sequence[tuple[sa.Select, dict[str, Any]]]
+) -> list[list[Any]]:
+    """:func:`merged_rows` of statements whose columns are whole numbers, read as one
+    text per statement, not a row per row (:func:`~rpquery.store.dialects.ids_as_text`:
+    MySQL/MariaDB, whose driver decodes each row in Python): ``SELECT <i>, COUNT(*),
+    GROUP_CONCAT(CONCAT_WS(':', IFNULL(p.a, ''), ...), ';' SEPARATOR '') FROM
+    (<statement>) AS p``, one row per statement, joined by ``UNION ALL`` (one round
+    trip), ``group_concat_max_len`` lifted; ``''`` reads back as ``NULL``. A text cut
+    short (past ``group_concat_max_len``, or ``NULL`` past ``max_allowed_packet``) does
+    not end its last row or holds fewer rows than counted: that statement is read again
+    as rows. nova's ``limit=1000`` at 5,000 hosts (702 rows of a lean group, one per
+    provider): 43.7 -> 27.3 ms, load ~7."""
+    dialect = conn.dialect
+    branches = []
+    params: dict[str, Any] = {}
+    for i, (stmt, bound) in enumerate(stmts):
+        sql, values = _expanded(stmt, bound, dialect, f"m{i}_")
+        names = [column[0] for column in _compiled(stmt, dialect)._result_columns]
+        cells = ", ".join(f"IFNULL(p.`{name}`, '')" for name in names)
+        branches.append(
+            f"SELECT {i}, COUNT(*), GROUP_CONCAT(CONCAT(CONCAT_WS(':', {cells}), ';') "
+            f"SEPARATOR '') FROM ({sql}) AS p"
+        )
+        params.update(values)
+    sql = " UNION ALL ".join(branches)
+    if getattr(dialect, "is_mariadb", False):
+        sql = f"SET STATEMENT group_concat_max_len = {dialects.GROUP_CONCAT_MAX_LEN} FOR {sql}"
+    else:  # MySQL 8: the optimizer hint, in the first query block
+        hint = f"SELECT /*+ SET_VAR(group_concat_max_len = {dialects.GROUP_CONCAT_MAX_LEN}) */ "
+        sql = hint + sql.removeprefix("SELECT ")
+    out: list[list[Any]] = [[] for _ in stmts]
+    for i, count, text in _fetch(conn, sql, params):
+        if not count:
+            continue
+        if isinstance(text, bytes):  # a binary string where a column is (flags)
+            text = text.decode()
+        rows = text.split(";") if text else []
+        if len(rows) != count + 1 or rows.pop():  # cut short: read as rows
+            stmt, bound = stmts[i]
+            out[i] = _fetch(conn, *_expanded(stmt, bound, dialect, ""))
+            continue
+        out[i] = [tuple(int(cell) if cell else None for cell in row.split(":")) for row in rows]
     return out
 
 
