@@ -126,7 +126,9 @@ class Conflict(RpqueryError):
 
 class ConcurrentUpdate(Conflict):
     """A generation check failed, or the database reported a deadlock or
-    serialization failure: someone else changed the object first. Re-read and retry."""
+    serialization failure: someone else changed the object first. Re-read and retry.
+    Also a Galera node outside the primary component refusing the statement (nothing
+    was written; the retry runs on another connection)."""
 
     default_code = "rpquery.concurrent_update"
 
