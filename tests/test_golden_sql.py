@@ -187,15 +187,29 @@ def test_names_and_sharing_are_one_statement(dialect: Dialect) -> None:
     classes looked up by name, no join of their tables), every class, the request's
     traits, and on PostgreSQL the session's ``jit = off`` in a branch with no row."""
     settings = dialects.read_settings(dialect.name)
+    fenced = dialects.backend(dialect.name).fences_sharing
     stmt = q.names_sharing_of(
-        settings=None if settings is None else sa.literal_column(settings, sa.String)
+        settings=None if settings is None else sa.literal_column(settings, sa.String),
+        fenced=fenced,
     )
     values = {"trait_names": ["CUSTOM_GPU"], "sharing_rc_names": ["DISK_GB"]}
     text = sql(stmt.params(sharing_trait_name=q.SHARING_TRAIT, **values), dialect)
-    assert text.startswith(
-        "SELECT DISTINCT NULL AS name, st.resource_provider_id AS id, "
-        "tp.root_provider_id AS root, sinv.resource_class_id AS rc FROM "
-    ), text
+    if fenced:  # PostgreSQL: the sharing providers planned apart
+        assert text.startswith(
+            "SELECT DISTINCT NULL AS name, s.id AS id, tp.root_provider_id AS root, "
+            "s.rc AS rc FROM (SELECT st.resource_provider_id AS id, "
+            "sinv.resource_class_id AS rc FROM "
+        ), text
+        assert (
+            " LIMIT ALL OFFSET 0) AS s JOIN resource_provider_aggregates AS sagg "
+            "ON sagg.resource_provider_id = s.id JOIN" in text
+        )
+    else:
+        assert text.startswith(
+            "SELECT DISTINCT NULL AS name, st.resource_provider_id AS id, "
+            "tp.root_provider_id AS root, sinv.resource_class_id AS rc FROM "
+        ), text
+    assert fenced == (dialect.name == "postgresql")
     assert "WHERE st.trait_id = (SELECT sht.id FROM traits AS sht WHERE sht.name = " in text
     assert (
         "AND (SELECT src.name FROM resource_classes AS src "

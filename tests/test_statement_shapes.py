@@ -179,6 +179,37 @@ def test_a_request_of_a_known_shape_compiles_nothing(db: Database) -> None:
     assert names(second) == {"big_b"}
 
 
+@pytest.mark.parametrize("any_class", [False, True])
+def test_fenced_sharing_pairs_are_the_same_rows(db: Database, any_class: bool) -> None:
+    """The names statement with its sharing providers in a fenced subquery (as
+    PostgreSQL reads it) gives the rows of the plain join, on every backend."""
+    agg, other = "11111111-2222-4333-8444-555555555555", "11111111-2222-4333-8444-555555555556"
+    with db.begin() as conn:
+        provider(conn, "host", inventory={"VCPU": 4}, aggregates=[agg])
+        provider(conn, "host2", inventory={"VCPU": 4}, aggregates=[agg, other])
+        provider(
+            conn, "disk", inventory={"DISK_GB": 100}, traits=[q.SHARING_TRAIT], aggregates=[agg]
+        )
+        provider(
+            conn, "ip", inventory={"IPV4_ADDRESS": 8}, traits=[q.SHARING_TRAIT], aggregates=[other]
+        )
+        provider(conn, "bare", traits=[q.SHARING_TRAIT], aggregates=[agg])
+    params = {
+        "trait_names": ["CUSTOM_GPU", q.SHARING_TRAIT],
+        "sharing_trait_name": q.SHARING_TRAIT,
+        "sharing_rc_names": ["DISK_GB", "VCPU"],
+    }
+    rows = []
+    with db.connect() as conn:
+        for fenced in (False, True):
+            stmt = q.names_sharing_of(any_class=any_class, fenced=fenced)
+            rows.append(sorted(map(tuple, ex.driver_rows(conn, stmt, params)), key=repr))
+    assert rows[0] == rows[1]
+    pairs = [r for r in rows[0] if r[0] is None]
+    # disk shares with the 4 trees of agg; with any class ip (2 trees) and bare (4) too
+    assert len(pairs) == (10 if any_class else 4), pairs
+
+
 def test_a_request_sends_few_statements(db: Database) -> None:
     """Round trips, not only statements, are what a small request waits for: names and
     sharing pairs are one statement (with PostgreSQL's session settings folded in), then

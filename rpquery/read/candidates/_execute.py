@@ -896,7 +896,9 @@ def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Nam
     (:func:`rpquery.store.dialects.read_settings`): the first round trip of a request
     is its only one before the anchor roots."""
     rcs, trs = set(req.resource_class_names()), set(req.trait_names())
-    stmt, params = _names_sharing_query(req, dialects.read_settings(conn.dialect.name))
+    name = conn.dialect.name
+    fenced = dialects.backend(name).fences_sharing
+    stmt, params = _names_sharing_query(req, dialects.read_settings(name), fenced)
     every_rc: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
     shared_with: dict[int, set[int]] = defaultdict(set)
@@ -915,20 +917,22 @@ def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Nam
 
 
 def _names_sharing_query(
-    req: CandidatesRequest, settings: str | None
+    req: CandidatesRequest, settings: str | None, fenced: bool = False
 ) -> tuple[sa.CompoundSelect, dict[str, Any]]:
     params = {
         "trait_names": sorted({*req.trait_names(), SHARING_TRAIT}),
         "sharing_trait_name": SHARING_TRAIT,
         "sharing_rc_names": sorted(req.resource_class_names()),
     }
-    return _names_sharing_stmt(_any_class(req), settings), params
+    return _names_sharing_stmt(_any_class(req), settings, fenced), params
 
 
 @functools.lru_cache(maxsize=8)
-def _names_sharing_stmt(any_class: bool, settings: str | None) -> sa.CompoundSelect:
+def _names_sharing_stmt(
+    any_class: bool, settings: str | None, fenced: bool = False
+) -> sa.CompoundSelect:
     column = None if settings is None else sa.literal_column(settings, sa.String)
-    return q.names_sharing_of(any_class=any_class, settings=column)
+    return q.names_sharing_of(any_class=any_class, settings=column, fenced=fenced)
 
 
 def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:

@@ -34,6 +34,9 @@ class Backend(Protocol):
     #: Whether provider summaries have the database write each provider's resources as
     #: JSON text (:func:`rpquery.store.dialects.renders_summaries`).
     renders_summaries: bool
+    #: Whether the sharing pairs' providers are read in a fenced subquery (``OFFSET 0``)
+    #: that the planner plans apart (:func:`rpquery.read.candidates._sql.names_sharing_of`).
+    fences_sharing: bool
     #: Whether a group's offers come one row per provider with a mask of its classes
     #: (:func:`rpquery.store.dialects.groups_offers`).
     groups_offers: bool

@@ -37,6 +37,7 @@ class MySQL:
     on_server = True
     renders_summaries = True
     groups_offers = True
+    fences_sharing = False
     ids_as_text = True
 
     def normalize_url(self, url: URL) -> URL:

@@ -23,6 +23,7 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
     on_server = True
     renders_summaries = False
     groups_offers = False
+    fences_sharing = True
     ids_as_text = False
 
     def normalize_url(self, url: URL) -> URL:

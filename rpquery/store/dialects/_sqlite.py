@@ -30,6 +30,7 @@ class SQLite(OnConflictWrites, StandardSQL):
     on_server = False
     renders_summaries = False
     groups_offers = False
+    fences_sharing = False
     ids_as_text = False
 
     def normalize_url(self, url: URL) -> URL:
