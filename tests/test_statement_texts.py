@@ -19,6 +19,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from benchmarks import shapes
 from rpquery.db import Database
 from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates import _texts, allocation_candidates
 from rpquery.read.request import parse_candidates
 from rpquery.store import dialects
@@ -120,3 +121,23 @@ def test_a_select_that_compiles_its_own_way_is_compiled_whole() -> None:
     template = _texts.template(stmt, DIALECTS["mysql"])
     assert template is not None
     assert "group_concat_max_len" in _texts.render(template, {"ids": [1, 2]})[0]
+
+
+def test_a_statement_with_its_values_written_in_runs_as_sqlalchemy_runs_it(
+    db: Database,
+) -> None:
+    """The insight readers build statements with their values in (``Binds(values)``:
+    lists as anonymous parameters, ``IN (1, 2)``): they are not joined from parts (which
+    take every named value from the request's) and give SQLAlchemy's rows."""
+    agg = "11111111-2222-4333-8444-555555555555"
+    with db.begin() as conn:
+        provider(conn, "a", inventory={"VCPU": 4}, traits=["CUSTOM_A"], aggregates=[agg])
+        provider(conn, "b", inventory={"VCPU": 4}, aggregates=[agg])
+    req = parse_candidates(f"resources=VCPU:1&required=!CUSTOM_A&member_of={agg}")
+    with db.connect() as conn:
+        names = ex.fetch_names(conn, req)
+        stmt = q.group_rows_stmt(req.groups[0], names)
+        assert _texts.template(stmt, conn.dialect) is None
+        expected = [tuple(r) for r in conn.execute(stmt)]
+        assert [tuple(r) for r in ex.driver_rows(conn, stmt, {})] == expected
+        assert len(expected) == 1

@@ -113,7 +113,7 @@ def _part(
         expanding = {n: b for n, b in binds.items() if b.expanding}
         if any(b.literal_execute for b in binds.values()) or compiled._bind_processors:
             raise _Unsupported(skeleton)
-        if anonymous & expanding.keys():
+        if _embedded(binds, anonymous, expanding):
             raise _Unsupported(skeleton)
         names = tuple(n for n in binds if n not in anonymous and n not in expanding)
         part = _Part(compiled, compiled.string, anonymous, names, expanding)
@@ -161,9 +161,25 @@ def _whole(stmt: sa.Select | sa.CompoundSelect, dialect: Dialect) -> tuple[_Part
             b.literal_execute and not b.expanding for b in binds.values()
         ):
             raise _Unsupported(stmt) from None
+        if _embedded(binds, anonymous, expanding):
+            raise _Unsupported(stmt) from None
         values = compiled.construct_params(_check=False)
         part = _Part(compiled, compiled.string, anonymous, names, expanding)
         return part, {n: values[n] for n in anonymous}
+
+
+def _embedded(binds: dict[str, Any], anonymous: frozenset[str], expanding: dict[str, Any]) -> bool:
+    """Whether a statement carries values of its own besides scalar constants (a list
+    written in, ``IN (1, 2)``, or a named parameter given a value, as the insight
+    readers' statements built with ``Binds(values)`` do): :func:`render` takes every
+    named value from the request's, so such a statement runs through SQLAlchemy."""
+    if anonymous & expanding.keys():
+        return True
+    return any(
+        b.value is not None or b.callable is not None
+        for n, b in binds.items()
+        if n not in anonymous
+    )
 
 
 class _Unsupported(Exception):
