@@ -6,10 +6,14 @@ from __future__ import annotations
 import gc
 import weakref
 
+import orjson
 import pytest
 
-from rpquery.read.candidates import _results
+from rpquery.db import Database
+from rpquery.read.candidates import _results, allocation_candidates, allocation_candidates_json
 from rpquery.read.candidates._results import paused_gc
+from rpquery.read.candidates._search import RawCandidate
+from tests.factories import provider
 
 
 class _Node:
@@ -71,3 +75,40 @@ def test_a_collector_the_caller_disabled_stays_off(monkeypatch: pytest.MonkeyPat
     assert not gc.isenabled()
     gc.collect()
     assert garbage() is None
+
+
+class _Watched:
+    """``gc`` for :mod:`._results`, counting the candidates alive whenever the
+    collector is turned back on."""
+
+    def __init__(self) -> None:
+        self.alive_at_enable: list[int] = []
+
+    def enable(self) -> None:
+        self.alive_at_enable.append(sum(isinstance(o, RawCandidate) for o in gc.get_objects()))
+        gc.enable()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(gc, name)
+
+
+def test_the_json_body_frees_the_answer_before_the_collector_is_back(
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``allocation_candidates_json`` (what the API sends) turns the collector back on
+    only once the answer is freed, so no collection walks its objects; an answer the
+    caller holds is alive when ``allocation_candidates`` turns it back on."""
+    with sqlite_db.begin() as conn:
+        for i in range(30):
+            host = provider(conn, f"h{i}", inventory={"DISK_GB": 100})
+            for n in range(2):
+                provider(conn, f"h{i}n{n}", parent=host, inventory={"VCPU": 4, "MEMORY_MB": 512})
+    query = "resources=VCPU:1,MEMORY_MB:256"
+    watched = _Watched()
+    monkeypatch.setattr(_results, "gc", watched)
+    body = allocation_candidates_json(sqlite_db, query)
+    assert len(orjson.loads(body)["allocation_requests"]) == 120  # 4 a host
+    assert watched.alive_at_enable == [0]
+    answer = allocation_candidates(sqlite_db, query)
+    assert watched.alive_at_enable[1:] == [120]
+    assert answer.to_placement_json() == body

@@ -25,7 +25,6 @@ from rpquery.api.routing import route
 from rpquery.api.util import ctx, query, send_json, send_json_bytes, validate, want
 from rpquery.errors import InvalidRequest
 from rpquery.read import candidates
-from rpquery.read.candidates._results import paused_gc
 from rpquery.read.request import CandidatesRequest, parse_candidates
 from rpquery.write import providers
 
@@ -308,20 +307,12 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
 
 
 def _body(db: Any, search: CandidatesRequest) -> bytes:
-    """The 1.34+ body of ``search``'s answer, the cyclic garbage collector paused
-    until the answer is freed (:func:`~rpquery.read.candidates.paused_gc`): a
-    whole-cloud answer is ~10^5 objects, and a collection when the library call
-    returns, or when the body is written, would walk them all for nothing (nothing
-    in an answer forms a cycle): 11-18 ms at 5,000 hosts on a 2-core machine, load ~5.
-    With the collector paused until here, the next collection finds them freed."""
-    with paused_gc():
-        try:
-            answer = candidates.allocation_candidates(db, search)
-        except InvalidRequest as error:
-            raise _library_error(error) from None
-        body = answer.to_placement_json(trait_key=_trait_order)
-        del answer  # freed by reference counting, before the collector is back
-    return body
+    """The 1.34+ body of ``search``'s answer (the collector paused until the answer
+    is freed: :func:`~rpquery.read.candidates.allocation_candidates_json`)."""
+    try:
+        return candidates.allocation_candidates_json(db, search, trait_key=_trait_order)
+    except InvalidRequest as error:
+        raise _library_error(error) from None
 
 
 def _trees_used(answer: candidates.AllocationCandidates) -> set[str]:

@@ -25,7 +25,7 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice
 from operator import attrgetter
 from typing import Any
@@ -97,6 +97,34 @@ def allocation_candidates(
     # own anyway); a connection the server closed is found by the first statement, not
     # by a ping
     return read_retrying(db, work, autocommit=True)
+
+
+def allocation_candidates_json(
+    db: Database | Connection,
+    request: CandidatesRequest | Params,
+    *,
+    policies: Sequence[HostPolicy] = (),
+    max_search_steps: int | None = None,
+    trait_key: Callable[[str], Any] | None = None,
+) -> bytes:
+    """:func:`allocation_candidates`' answer as Placement 1.39's JSON body
+    (:meth:`AllocationCandidates.to_placement_json`), the cyclic garbage collector
+    paused until the answer is freed: a whole-cloud answer is ~10^5 objects, none in a
+    cycle, and a collection when the library call returns, or while the body is
+    written, would walk them all for nothing (11-18 ms at 5,000 hosts on a 2-core
+    machine at load ~5). The API's ``GET /allocation_candidates`` (1.34+) sends it.
+
+    >>> db = Database("sqlite://"); db.upgrade()
+    >>> allocation_candidates_json(db, "resources=VCPU:1")
+    b'{"allocation_requests":[],"provider_summaries":{}}'
+    """
+    with paused_gc():
+        answer = allocation_candidates(
+            db, request, policies=policies, max_search_steps=max_search_steps
+        )
+        body = answer.to_placement_json(trait_key=trait_key)
+        del answer  # freed by reference counting, before the collector is back
+    return body
 
 
 ENV_MAX_SEARCH_STEPS = "RPQUERY_MAX_SEARCH_STEPS"
@@ -356,6 +384,7 @@ __all__ = [
     "ProviderSummary",
     "ResourceSummary",
     "allocation_candidates",
+    "allocation_candidates_json",
     "candidate_statements",
     "exclude_nested",
 ]
