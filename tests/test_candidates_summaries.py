@@ -164,10 +164,11 @@ def test_allocation_candidates_body_and_objects_agree(db: Database, trees: dict[
 def test_whole_cloud_summaries_read_with_the_group_rows(
     db: Database, trees: dict[str, Ref]
 ) -> None:
-    """A whole-cloud answer (every root, no ``limit``) reads the summaries' inventory
-    rows with its group's statement where Python writes the resources (SQLite,
-    PostgreSQL): one statement fewer, the same summaries (capacities truncated, the
-    2**53 one included) as a ``limit``'s answer, which reads them on their own."""
+    """A whole-cloud answer (every root, no ``limit``), and a ``limit``'s walk whose
+    batches hold no sharing provider, read the summaries' inventory rows with their
+    group's statement where Python writes the resources (SQLite, PostgreSQL): one
+    statement fewer, the same summaries (capacities truncated, the 2**53 one
+    included)."""
     with db.count_statements() as counter:
         whole = allocation_candidates(db, "resources=VCPU:1")
     with db.engine.connect() as conn:
@@ -177,7 +178,10 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
     # the one provider it could not write, trait names
     assert counter.count == (5 if written else 4)
     assert whole.provider_summaries == _expected(trees)
-    limited = allocation_candidates(db, "resources=VCPU:1&limit=10")
+    with db.count_statements() as counter:
+        limited = allocation_candidates(db, "resources=VCPU:1&limit=10")
+    # the same and the batch's roots
+    assert counter.count == (6 if written else 5), counter.statements
     assert limited.provider_summaries == _expected(trees)
     assert limited.to_placement() == whole.to_placement()
     # a tree none of whose providers is returned is not summarised, though its

@@ -176,7 +176,9 @@ def _run(
     # resources (not MySQL/MariaDB: there the database does) and the batch is every
     # root (a whole-cloud answer: its summaries are of nearly every tree)
     summary_rows = not dialects.renders_summaries(conn)
-    inventory = None
+    # every batch's inventory columns, while each batch read them (else None: the
+    # summaries read theirs)
+    inventory: list[list[Any]] | None = [[], [], [], []] if summary_rows else None
     while batch is not None:
         roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
         searched = 0
@@ -184,7 +186,11 @@ def _run(
             loaded = load_groups(conn, req, names, roots, sharing, summary_rows=summary_rows)
             searched = _collect(loaded, req, found, seen, budget, stop)
             root_of.update(loaded.data.root_of)
-            inventory = loaded.inventory
+            if inventory is not None and loaded.inventory is not None:
+                for column, more in zip(inventory, loaded.inventory, strict=True):
+                    column.extend(more)
+            else:
+                inventory = None
         batch = plan.next(batch, roots, len(found), searched)
     chosen = _apply_policies(conn, found, policies, req)
     return _summarise(conn, chosen, names, root_of, inventory)

@@ -1091,7 +1091,10 @@ def load_groups(
     if grouped is None:
         grouped = dialects.groups_offers(conn)
     carrier = None
-    if summary_rows and roots.scope is None and contended is not None:
+    # every root (a whole-cloud answer), or a walk's batch of every root in an id range
+    # with no sharing provider (the summarised trees are then the batches' own)
+    whole_trees = roots.scope is None or (roots.scope is ROOT_RANGE and not sharing_ids)
+    if summary_rows and whole_trees and contended is not None:
         carrier = next(
             (g for g in order if contended.isdisjoint(g.resources) and carries_summary(g)),
             None,
