@@ -94,17 +94,22 @@ def test_joined_text_is_the_whole_statements(dialect: str, batch: ex.Batch) -> N
 def test_a_new_shape_of_known_clauses_compiles_nothing(db: Database) -> None:
     agg = "11111111-2222-4333-8444-555555555555"
     with db.begin() as conn:
-        provider(conn, "a", inventory={"VCPU": 4}, traits=["CUSTOM_A"], aggregates=[agg])
-        provider(conn, "b", inventory={"VCPU": 4}, aggregates=[agg])
-        provider(conn, "c", inventory={"VCPU": 4})
-    # (with a limit: a whole-cloud answer's group statement that also reads the
-    # summaries' rows has its filters in a column, fits, compiled with the head)
-    allocation_candidates(db, "resources=VCPU:1&required=!CUSTOM_A&limit=5")
-    allocation_candidates(db, f"resources=VCPU:1&member_of={agg}&limit=5")
+        provider(
+            conn, "a", inventory={"VCPU": 4}, traits=["CUSTOM_A", "CUSTOM_R"], aggregates=[agg]
+        )
+        provider(conn, "b", inventory={"VCPU": 4}, traits=["CUSTOM_R"], aggregates=[agg])
+        provider(conn, "c", inventory={"VCPU": 4}, traits=["CUSTOM_R"])
+    # (root_required: batches scoped by their roots' ids, so the group statement is
+    # joined from parts. A whole-cloud answer's, or a walk's over a range of every
+    # root, also reads the summaries' rows on SQLite and PostgreSQL: its filters are
+    # in a column, fits, compiled with the head, once per combination of filters.)
+    common = "limit=5&root_required=CUSTOM_R"
+    allocation_candidates(db, f"resources=VCPU:1&required=!CUSTOM_A&{common}")
+    allocation_candidates(db, f"resources=VCPU:1&member_of={agg}&{common}")
     compiled = _texts.PartStats.compiled
     # a group statement of a shape not seen: forbidden traits and member_of together
     answer = allocation_candidates(
-        db, f"resources=VCPU:2&required=!CUSTOM_A&member_of={agg}&limit=5"
+        db, f"resources=VCPU:2&required=!CUSTOM_A&member_of={agg}&{common}"
     )
     assert _texts.PartStats.compiled == compiled
     names = {s.name for s in answer.provider_summaries.values()}
