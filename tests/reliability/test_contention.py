@@ -77,10 +77,13 @@ def test_connections_killed_mid_write_lose_nothing_acknowledged(server_db: Datab
 STALL = 8.0
 
 
-def _stall(cluster_dir: str, node: int, done: list[int]) -> None:
+def _stall(cluster: GaleraCluster, node: int, done: list[int]) -> None:
     """Stop a node's mariadbd (SIGSTOP) for :data:`STALL` seconds, 2 s into the run;
-    its pid goes into ``done``."""
-    pid = int(Path(cluster_dir, f"node{node}.pid").read_text())
+    its pid goes into ``done``. Returns once the node has rejoined (every node synced):
+    the run's invariants are read after this returns, and a read sent to a node still
+    outside the primary component is refused (1047) — the check would fail on the
+    check's own read, not on what the writers left."""
+    pid = int(Path(cluster.env["GALERA_DIR"], f"node{node}.pid").read_text())
     time.sleep(2.0)
     os.kill(pid, signal.SIGSTOP)
     try:
@@ -88,6 +91,7 @@ def _stall(cluster_dir: str, node: int, done: list[int]) -> None:
     finally:
         os.kill(pid, signal.SIGCONT)
     done.append(pid)
+    _wait_synced(cluster)
 
 
 def _wait_synced(cluster: GaleraCluster) -> None:
@@ -124,7 +128,7 @@ def test_sixteen_writers_go_on_while_a_galera_node_stalls(
             db,
             db.dialect_name,
             workload,
-            during=lambda: _stall(cluster.env["GALERA_DIR"], 2, stalled),
+            during=lambda: _stall(cluster, 2, stalled),
         )
     finally:
         _wait_synced(cluster)
