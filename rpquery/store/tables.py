@@ -38,6 +38,7 @@ from rpquery.store.dialects import ExactText
 
 __all__ = [
     "CUSTOM_RC_MIN_ID",
+    "INDEX_DIALECTS",
     "NAMING_CONVENTION",
     "PLACEMENT_HEAD",
     "PLACEMENT_TABLES",
@@ -449,6 +450,35 @@ Index(
     allocations.c.used,
 )
 
+#: rpquery's indexes made on some backends only (migration rpq0009): name → the dialect
+#: that has it. ``Index.ddl_if`` says the same to DDL; the schema comparison skips them
+#: elsewhere (:func:`rpquery.store.migrations.include_object_for`).
+INDEX_DIALECTS: dict[str, str] = {}
+
+
+def _only_on(dialect: str, index: Index) -> Index:
+    assert index.name is not None
+    INDEX_DIALECTS[str(index.name)] = dialect
+    return index.ddl_if(dialect=dialect)
+
+
+# The candidates' group statement on SQLite (rpquery.read.candidates): every inventory
+# column its capacity check reads, so the inventory side never visits the table.
+_only_on(
+    "sqlite",
+    Index(
+        "rpq_inventories_capacity_idx",
+        inventories.c.resource_provider_id,
+        inventories.c.resource_class_id,
+        inventories.c.total,
+        inventories.c.reserved,
+        inventories.c.allocation_ratio,
+        inventories.c.min_unit,
+        inventories.c.max_unit,
+        inventories.c.step_size,
+    ),
+)
+
 # Usage summary (migration rpq0006), kept exact by triggers on ``allocations`` and
 # ``consumers`` whoever writes (rpquery, the generator, Placement itself). Keys are
 # Placement's ids; ``type_key`` is ``COALESCE(consumer_type_id, 0)`` (0 = no type).
@@ -481,7 +511,8 @@ consumer_counts = Table(
 # Usage per (provider, class) (migration rpq0007): SUM(allocations.used), kept exact by
 # triggers on ``allocations`` whoever writes. The read path joins it instead of
 # aggregating ``allocations``; the write path does not read it. Rows at 0 may stay.
-# See docs/read-path.md and rpquery.provider_usage.
+# See docs/read-path.md and rpquery.provider_usage. On SQLite the table is its primary
+# key's B-tree (WITHOUT ROWID, rpq0009): a lookup reads ``used`` without a second seek.
 provider_usages = Table(
     "rpq_provider_usages",
     metadata,
@@ -489,6 +520,7 @@ provider_usages = Table(
     Column("resource_class_id", Integer, nullable=False, autoincrement=False),
     Column("used", BigInteger, nullable=False),
     PrimaryKeyConstraint("resource_provider_id", "resource_class_id"),
+    sqlite_with_rowid=False,
 )
 
 #: rpquery's own tables, in creation order.
