@@ -302,10 +302,11 @@ def test_roots_as_one_text_are_the_rows(walk: Database) -> None:
 def test_whole_number_rows_as_one_text_are_the_rows(
     walk: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where rows of whole numbers come as one text per statement (MySQL/MariaDB), a
-    batch's statements give the rows they give as rows, ``NULL`` cells included (parent
-    links), and a text cut short (``group_concat_max_len`` made tiny) is read again as
-    rows: limited answers stay the unlimited one's prefix."""
+    """Where rows of numbers come as one text per statement (MySQL/MariaDB), a batch's
+    statements give the rows they give as rows, ``NULL`` cells included (parent
+    links), capacities as the same doubles, and a text cut short
+    (``group_concat_max_len`` made tiny) is read again as rows: limited answers stay
+    the unlimited one's prefix."""
     from rpquery.read._names import resolve_names
     from rpquery.store import dialects
 
@@ -325,8 +326,8 @@ def test_whole_number_rows_as_one_text_are_the_rows(
                 what, values = ex.group_statement(g, names, room, grouped)
                 stmts.append((ex._stmt(what, ex.BatchRoots.RANGE), {**scope, **values}))
         stmts.append((ex._stmt(ex.TreeShape(), ex.BatchRoots.RANGE), scope))
-        whole = [(stmt, bound) for stmt, bound in stmts if ex._whole_numbers(stmt)]
-        assert len(whole) >= 3  # lean, grouped, parent links (room columns are not)
+        whole = [(stmt, bound) for stmt, bound in stmts if ex._numbers(stmt)]
+        assert len(whole) == len(stmts)  # lean, grouped, room columns, parent links
         rows = [sorted(ex._fetch(conn, *ex._expanded(st, b, conn.dialect, ""))) for st, b in whole]
         assert any(None in row for got in rows for row in got)  # a root's parent
         assert [sorted(got) for got in ex._text_rows(conn, whole)] == rows

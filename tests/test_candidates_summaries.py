@@ -25,6 +25,7 @@ from rpquery.read.candidates import (
 )
 from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates._results import SummaryRows
+from rpquery.read.request import parse_candidates
 from rpquery.store import dialects
 from tests.factories import Ref, allocate, provider
 
@@ -166,22 +167,18 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
 ) -> None:
     """A whole-cloud answer (every root, no ``limit``), and a ``limit``'s walk whose
     batches hold no sharing provider, read the summaries' inventory rows with their
-    group's statement where Python writes the resources (SQLite, PostgreSQL): one
-    statement fewer, the same summaries (capacities truncated, the 2**53 one
-    included)."""
+    group's statement, on every backend (MySQL/MariaDB too, where that statement's
+    rows come as one text): one statement fewer, the same summaries (capacities
+    truncated, the 2**53 one included, which the database would not write)."""
     with db.count_statements() as counter:
         whole = allocation_candidates(db, "resources=VCPU:1")
-    with db.engine.connect() as conn:
-        written = dialects.renders_summaries(conn)
-    # names and sharing pairs, the group, providers, trait names (SQLite, PostgreSQL);
-    # MySQL/MariaDB: the group, providers with written resources, the inventories of
-    # the one provider it could not write, trait names
-    assert counter.count == (5 if written else 4)
+    # names and sharing pairs, the group, providers, trait names
+    assert counter.count == 4, counter.statements
     assert whole.provider_summaries == _expected(trees)
     with db.count_statements() as counter:
         limited = allocation_candidates(db, "resources=VCPU:1&limit=10")
     # the same and the batch's roots
-    assert counter.count == (6 if written else 5), counter.statements
+    assert counter.count == 5, counter.statements
     assert limited.provider_summaries == _expected(trees)
     assert limited.to_placement() == whole.to_placement()
     # a tree none of whose providers is returned is not summarised, though its
@@ -250,3 +247,83 @@ def test_summary_statement_compiles_per_backend(db: Database) -> None:
         stmt = ex.SUMMARY_INVENTORIES_OF
         assert ex.driver_rows(conn, stmt, {"summary_ids": [-1]}) == []
         assert conn.execute(sa.select(sa.literal(1))).scalar() == 1
+
+
+def test_summary_rows_as_one_json_text_are_the_rows(
+    db: Database, trees: dict[str, Ref], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a big statement's rows come as one JSON text (MySQL/MariaDB), the
+    summaries' providers read that way are the rows they are as rows, in both forms:
+    names JSON must escape or that hold the separators of a plain text, a parent and
+    trait ids ``NULL``; a text cut short (``group_concat_max_len`` made tiny: MariaDB
+    ends it with ``]`` after the cut) is read again as rows."""
+    with db.engine.connect() as conn:
+        if not dialects.rows_as_json(conn):
+            pytest.skip("rows stay rows on this backend")
+    with db.begin() as conn:
+        odd = provider(conn, 'o"d\\d \x1e\x1f;:, ü名', inventory={"VCPU": 1}, traits=["HW_Z"])
+    roots = {trees["cn"].id, trees["huge"].id, odd.id}
+    params: dict[str, Any] = {"tree_ids": sorted(roots)}
+    stmts = [ex.SUMMARY[False], ex.SUMMARY[True]]
+
+    def both(conn: sa.Connection) -> list[tuple[list[Any], list[Any]]]:
+        return [
+            (
+                sorted(map(list, ex.json_rows(conn, st, params))),
+                sorted(map(list, ex.driver_rows(conn, st, params))),
+            )
+            for st in stmts
+        ]
+
+    with db.engine.connect() as conn:
+        for got, rows in both(conn):
+            assert got == rows and len(rows) == 5
+            assert {r[2] for r in rows} >= {'o"d\\d \x1e\x1f;:, ü名', "cn-bare"}
+            assert any(r[3] is None for r in rows) and any(r[-1] is None for r in rows)
+        ((_, full),) = ex.driver_rows(conn, ex._json_text(stmts[0]), params)
+    # cut in a row, and just after the second one (MariaDB ends both with "]", after
+    # the separator in the second case: no JSON either way)
+    second = full.index("],[", full.index("],[") + 1) + 1
+    for tiny_len in (len(full[:second].encode()) - 5, len(full[:second].encode())):
+        monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", tiny_len)
+        tiny = Database(db.url)  # a fresh engine compiles the statements with that length
+        try:
+            with tiny.engine.connect() as short:
+                for got, rows in both(short):
+                    assert got == rows
+                ((count, text),) = ex.driver_rows(short, ex._json_text(stmts[0]), params)
+                assert count == 5 and not _json_of_rows(text, 5)  # it was cut
+                rc_names = resolve_names(short, (), (), every_class=True).rc_names
+                found = ex.fetch_summaries(short, roots, rc_names, written=False).build()
+                assert found[odd.uuid].name == 'o"d\\d \x1e\x1f;:, ü名' and len(found) == 5
+        finally:
+            tiny.dispose()
+
+
+def test_one_pass_capacities_as_text(db: Database, trees: dict[str, Ref]) -> None:
+    """A whole-cloud answer's one pass over the inventories (:func:`ex.load_groups`
+    ``summary_rows``) gives the rows it gives as rows, also where they come as one text
+    (MySQL/MariaDB: capacities with a fraction, the 2**53 one, read back as the same
+    doubles)."""
+    with db.engine.connect() as conn:
+        req = parse_candidates("resources=VCPU:1")
+        names = resolve_names(conn, req.resource_class_names(), (), every_class=True)
+        what, values = ex.group_statement(req.groups[0], names, room=False, summary=True)
+        stmt = ex._stmt(what, None)
+        params = {**values, "sharing_ids": [], "sharing_exempt": []}
+        rows = sorted(map(tuple, ex.driver_rows(conn, stmt, params)))
+        capacities = {float(r[3]) for r in rows}
+        assert {1.5, 0.999999, INT_MAX * 5e6} <= capacities
+        if not dialects.ids_as_text(conn):
+            return
+        assert ex._numbers(stmt)
+        (got,) = ex._text_rows(conn, [(stmt, params)])
+        assert sorted(got) == [(*r[:3], float(r[3]), *r[4:]) for r in rows]
+
+
+def _json_of_rows(text: str | None, count: int) -> bool:
+    """Whether ``text`` is a JSON array of ``count`` rows."""
+    try:
+        return text is not None and len(orjson.loads(text)) == count
+    except orjson.JSONDecodeError:
+        return False

@@ -172,18 +172,15 @@ def _run(
     root_of: dict[int, int] = {}
     plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req))
     batch: Batch | None = plan.first()
-    # the summaries' inventory rows read with a group's rows, where Python writes the
-    # resources (not MySQL/MariaDB: there the database does) and the batch is every
-    # root (a whole-cloud answer: its summaries are of nearly every tree)
-    summary_rows = not dialects.renders_summaries(conn)
-    # every batch's inventory columns, while each batch read them (else None: the
-    # summaries read theirs)
-    inventory: list[list[Any]] | None = [[], [], [], []] if summary_rows else None
+    # every batch's inventory columns, while each batch's group statements read them
+    # with their rows (else None: the summaries read theirs, or have the database write
+    # them)
+    inventory: list[list[Any]] | None = [[], [], [], []]
     while batch is not None:
         roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
         searched = 0
         if roots.ids != []:
-            loaded = load_groups(conn, req, names, roots, sharing, summary_rows=summary_rows)
+            loaded = load_groups(conn, req, names, roots, sharing, summary_rows=True)
             searched = _collect(loaded, req, found, seen, budget, stop)
             root_of.update(loaded.data.root_of)
             if inventory is not None and loaded.inventory is not None:

@@ -276,8 +276,9 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
     if shape.summary:
         assert not shape.room and not shape.grouped and not flags, shape
         # CASE, not the condition itself: 1 or 0 on every backend, never NULL
-        fits = sa.case(
-            (sa.and_(*where), sa.literal_column("1")), else_=sa.literal_column("0")
+        fits = sa.type_coerce(
+            sa.case((sa.and_(*where), sa.literal_column("1")), else_=sa.literal_column("0")),
+            sa.Integer,
         ).label("fits")
         columns = (*columns, clauses.capacity(inv).label("capacity"), _USED.label("used"), fits)
         where = ()

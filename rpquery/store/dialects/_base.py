@@ -43,6 +43,9 @@ class Backend(Protocol):
     #: Whether a list of ids comes as one text (``GROUP_CONCAT``), not one row each
     #: (:func:`rpquery.store.dialects.ids_as_text`).
     ids_as_text: bool
+    #: Whether a statement's rows of mixed values can come as one JSON text
+    #: (:func:`rpquery.store.dialects.rows_as_json`).
+    rows_as_json: bool
     #: Whether a read that needs no snapshot across its statements is cheaper in
     #: autocommit mode (no ``BEGIN``/``ROLLBACK`` round trips): PostgreSQL with psycopg,
     #: which switches modes without a round trip.

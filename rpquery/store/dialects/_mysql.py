@@ -39,6 +39,7 @@ class MySQL:
     groups_offers = True
     fences_sharing = False
     ids_as_text = True
+    rows_as_json = True
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("mysql", "mariadb"):

@@ -25,6 +25,7 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
     groups_offers = False
     fences_sharing = True
     ids_as_text = False
+    rows_as_json = False
 
     def normalize_url(self, url: URL) -> URL:
         if url.drivername in ("postgresql", "postgres"):

@@ -32,6 +32,7 @@ class SQLite(OnConflictWrites, StandardSQL):
     groups_offers = False
     fences_sharing = False
     ids_as_text = False
+    rows_as_json = False
 
     def normalize_url(self, url: URL) -> URL:
         return url
