@@ -717,7 +717,8 @@ class _Run:
             # compiled as a merged batch's part would be, once; rows of numbers as one
             # text (a whole-cloud answer too: its one pass, ~20k inventories at 5,000
             # hosts, costs PyMySQL ~80 ms of CPU as rows)
-            return merged_rows(self.conn, [(stmt, params)])[0]
+            whole = self.scope is None and isinstance(what, GroupRows) and what.shape.summary
+            return merged_rows(self.conn, [(stmt, params)], whole_tables=whole)[0]
         return driver_rows(self.conn, stmt, params)
 
     def _merges(self) -> bool:
@@ -772,7 +773,10 @@ _PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
 
 
 def merged_rows(
-    conn: Connection, stmts: Sequence[tuple[sa.Select, dict[str, Any]]]
+    conn: Connection,
+    stmts: Sequence[tuple[sa.Select, dict[str, Any]]],
+    *,
+    whole_tables: bool = False,
 ) -> list[list[Any]]:
     """The rows of several ``SELECT`` statements from one statement (one round trip),
     each statement's rows in a list. For a driver whose placeholders are named
@@ -785,10 +789,13 @@ def merged_rows(
     (<second>) AS p ...``, each parameter renamed ``m<i>_<name>``, the widest statement
     first (PostgreSQL types a ``UNION`` from its first branch; the others are padded
     with ``NULL``). Merging costs a few string operations; compiling each part apart
-    keeps SQLAlchemy's work once per part, whatever shapes a request combines."""
+    keeps SQLAlchemy's work once per part, whatever shapes a request combines.
+    ``whole_tables``: the statements read every inventory of the cloud (a whole-cloud
+    answer's one pass), where hash joins beat a lookup per row
+    (:func:`~rpquery.store.dialects.long_concat_sql`)."""
     dialect = conn.dialect
     if dialects.ids_as_text(conn) and all(_numbers(stmt) for stmt, _ in stmts):
-        return _text_rows(conn, stmts)
+        return _text_rows(conn, stmts, whole_tables)
     if len(stmts) == 1:
         sql, values = _expanded(stmts[0][0], stmts[0][1], dialect, "")
         return [_fetch(conn, sql, values)]
@@ -823,7 +830,9 @@ def _numbers(stmt: sa.Select) -> bool:
 
 
 def _text_rows(
-    conn: Connection, stmts: Sequence[tuple[sa.Select, dict[str, Any]]]
+    conn: Connection,
+    stmts: Sequence[tuple[sa.Select, dict[str, Any]]],
+    whole_tables: bool = False,
 ) -> list[list[Any]]:
     """:func:`merged_rows` of statements whose columns are numbers (:func:`_numbers`),
     read as one text per statement, not a row per row (:func:`~rpquery.store.dialects.ids_as_text`:
@@ -847,12 +856,7 @@ def _text_rows(
             f"SEPARATOR '') FROM ({sql}) AS p"
         )
         params.update(values)
-    sql = " UNION ALL ".join(branches)
-    if getattr(dialect, "is_mariadb", False):
-        sql = f"SET STATEMENT group_concat_max_len = {dialects.GROUP_CONCAT_MAX_LEN} FOR {sql}"
-    else:  # MySQL 8: the optimizer hint, in the first query block
-        hint = f"SELECT /*+ SET_VAR(group_concat_max_len = {dialects.GROUP_CONCAT_MAX_LEN}) */ "
-        sql = hint + sql.removeprefix("SELECT ")
+    sql = dialects.long_concat_sql(" UNION ALL ".join(branches), dialect, whole_tables)
     out: list[list[Any]] = [[] for _ in stmts]
     for i, count, text in _fetch(conn, sql, params):
         if not count:
