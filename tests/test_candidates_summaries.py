@@ -324,6 +324,8 @@ def test_one_pass_capacities_as_text(db: Database, trees: dict[str, Ref]) -> Non
         assert ex._numbers(stmt)
         (got,) = ex._text_rows(conn, [(stmt, params)])
         assert sorted(got) == [(*r[:3], float(r[3]), *r[4:]) for r in rows]
+        # doubles as the driver's rows hold them, whole numbers as ints
+        assert {tuple(type(v) for v in r) for r in got} == {(int, int, int, float, int, int)}
 
 
 def _json_of_rows(text: str | None, count: int) -> bool:

@@ -872,11 +872,15 @@ def _text_rows(
 
 def _parsed(text: str | None, count: int, kinds: Sequence[object]) -> list[Any] | None:
     """The ``count`` rows of a :func:`_text_rows` text (``a:b:c;`` per row, ``''`` for
-    ``NULL``), each column read as a whole (``int``, or ``float`` for a number that may
-    have a fraction: a capacity, which MySQL/MariaDB write as the shortest text that
-    reads back as the same double, as on the wire), or ``None`` when the text was cut
-    short (it does not end a row, or holds fewer cells than counted).
+    ``NULL``), or ``None`` when the text was cut short (it does not end a row, or holds
+    fewer cells than counted). The cells are numbers: read by orjson as one JSON array
+    (C, not an ``int()`` per cell: the one pass's 20k rows × 6 at 5,000 hosts, 19 ->
+    7 ms), or, with a ``NULL`` among them, column by column; a column that may have a
+    fraction (a capacity, which MySQL/MariaDB write as the shortest text that reads
+    back as the same double, as on the wire) as ``float``.
 
+    >>> _parsed("3:1:2.5;4:2:8;", 2, (sa.Integer, sa.Integer, sa.Float))
+    [(3, 1, 2.5), (4, 2, 8.0)]
     >>> _parsed("3:1:2.5;4::8;", 2, (sa.Integer, sa.Integer, sa.Float))
     [(3, 1, 2.5), (4, None, 8.0)]
     >>> _parsed("3:1:2.5;4:", 2, (sa.Integer, sa.Integer, sa.Float)) is None
@@ -885,17 +889,25 @@ def _parsed(text: str | None, count: int, kinds: Sequence[object]) -> list[Any] 
     width = len(kinds)
     if not text or text[-1] != ";":
         return None
-    cells = text[:-1].replace(";", ":").split(":")
+    joined = text[:-1].replace(";", ":")
+    try:
+        cells = orjson.loads(f"[{joined.replace(':', ',')}]")
+    except orjson.JSONDecodeError:  # a NULL cell (or a number JSON does not write)
+        cells = joined.split(":")
+        if len(cells) != count * width:
+            return None
+        reads = [int if kind in _WHOLE else float for kind in kinds]
+        columns = [
+            [read(cell) if cell else None for cell in cells[j::width]]
+            for j, read in enumerate(reads)
+        ]
+        return list(zip(*columns, strict=True))
     if len(cells) != count * width:
         return None
-    columns = []
-    for j, kind in enumerate(kinds):
-        read = int if kind in _WHOLE else float
-        column = cells[j::width]
-        if "" in column:
-            columns.append([read(cell) if cell else None for cell in column])
-        else:
-            columns.append(list(map(read, column)))
+    columns = [
+        cells[j::width] if kind in _WHOLE else list(map(float, cells[j::width]))
+        for j, kind in enumerate(kinds)
+    ]
     return list(zip(*columns, strict=True))
 
 
