@@ -838,8 +838,10 @@ def read_session_setup(conn: Connection) -> None:
 
 def renders_summaries(conn: Connection) -> bool:
     """Whether allocation candidates' provider summaries on ``conn`` have the database
-    write each provider's resources as JSON text (one value per provider), rather than
-    ship its inventory rows (four values each) for Python to write: MySQL/MariaDB, whose
+    write each provider's resources as JSON text (one value per provider) when no group
+    statement read the inventories already (a whole-cloud answer's one pass does, on
+    every backend), rather than ship its inventory rows (four values each) for Python
+    to write: MySQL/MariaDB, whose
     driver (PyMySQL) decodes every value in Python (~0.6-1 µs each: ~60 ms of the
     19,464 inventory rows of a whole-cloud answer at 5,000 hosts). PostgreSQL runs such
     a per-provider subquery as a subplan (~10 µs each, ~100 ms there) and decodes
