@@ -259,6 +259,43 @@ def test_a_request_sends_few_statements(db: Database) -> None:
         assert set(levels) == ({"AUTOCOMMIT"} if autocommit else {None}), qs
 
 
+def test_a_group_nobody_serves_ends_the_batch(db: Database) -> None:
+    """Once a group leaves a slot no provider fills, the batch gives no candidate: the
+    groups after it, the unsuffixed group's blocked anchors and local sharing
+    providers, and the parent links of ``same_subtree`` are not read (most random
+    requests have no candidate). The suffixed groups run first: here the one asking
+    for more than any provider has; the answers are empty on every backend."""
+    agg = "11111111-2222-4333-8444-555555555555"
+    with db.begin() as conn:
+        host = provider(conn, "host", inventory={"VCPU": 4, "MEMORY_MB": 2048})
+        provider(conn, "numa", parent=host, inventory={"VCPU": 2}, aggregates=[agg])
+        provider(
+            conn, "disk", inventory={"DISK_GB": 100}, traits=[q.SHARING_TRAIT], aggregates=[agg]
+        )
+    hopeless = [
+        # names and sharing, the suffixed group (every root: no roots statement)
+        ("resources=VCPU:1&resources1=VCPU:64&resources2=MEMORY_MB:1&group_policy=none", 2),
+        ("resources1=VCPU:64&resources2=MEMORY_MB:1&same_subtree=1,2&group_policy=none", 2),
+        # the unsuffixed group's class no provider has room for: no blocked anchors
+        ("resources=VCPU:1,DISK_GB:500&member_of=!" + agg, 2),
+        ("resources=VCPU:1,DISK_GB:500&member_of=" + agg, 2),
+    ]
+    for qs, count in hopeless:
+        with db.count_statements() as counter:
+            answer = allocation_candidates(db, qs)
+        assert not answer.allocation_requests, qs
+        assert len(counter.statements) == count, (qs, counter.statements)
+    # the same with room: every statement, and a candidate
+    with db.count_statements() as counter:
+        answer = allocation_candidates(
+            db,
+            "resources=VCPU:1&resources1=VCPU:2&resources2"
+            "=MEMORY_MB:1&same_subtree=1,2&group_policy=none",
+        )
+    assert answer.allocation_requests
+    assert len(counter.statements) > 5, counter.statements  # 3 groups, parent links, ...
+
+
 def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) -> None:
     """With its roots restricted (``limit``), a batch's group statements and parent
     links go to a database server as one statement (each compiled once, whatever shapes

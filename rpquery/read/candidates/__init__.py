@@ -180,7 +180,10 @@ def _run(
         roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
         searched = 0
         if roots.ids != []:
-            loaded = load_groups(conn, req, names, roots, sharing, summary_rows=True)
+            loaded = load_groups(conn, req, names, roots, sharing, summary_rows=True, give_up=True)
+            if loaded.hopeless:  # no candidate (and no tree of this batch to summarise)
+                batch = plan.next(batch, roots, len(found), len(loaded.anchors))
+                continue
             searched = _collect(loaded, req, found, seen, budget, stop)
             root_of.update(loaded.data.root_of)
             if inventory is not None and loaded.inventory is not None:

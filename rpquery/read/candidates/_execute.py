@@ -478,6 +478,9 @@ class Loaded:
     #: every inventory of the batch's trees as (provider ids, class ids, capacities,
     #: usages) columns, when a group's statement read them (``summary_rows``)
     inventory: Sequence[Sequence[Any]] | None = None
+    #: a slot no provider can fill: the batch gives no candidate, and the groups after
+    #: it were not read (:func:`load_groups` ``give_up``; ``slots`` are not all there)
+    hopeless: bool = False
 
 
 class _Collector:
@@ -1106,6 +1109,7 @@ def _group_slots(
     room: bool = True,
     grouped: bool = False,
     summary: bool = False,
+    give_up: bool = False,
 ) -> list[Slot]:
     names = run.names
     what, values = group_statement(g, names, room, grouped, summary)
@@ -1132,6 +1136,8 @@ def _group_slots(
         col.add_local(ok)
         return [Slot(g.suffix, "granular", amounts, col.choices(ok))]
     col.add_local(set().union(*offered))
+    if give_up and not all(offered):  # no candidate: who may serve whom does not matter
+        return [Slot("", "class", ((rc, amt),), {}) for rc, amt in amounts]
     blocked = _blocked_anchors(run, g, col)
     local_only = _local_only(run, g, col)
     return [
@@ -1149,6 +1155,7 @@ def load_groups(
     lean: bool = True,
     grouped: bool | None = None,
     summary_rows: bool = False,
+    give_up: bool = False,
 ) -> Loaded:
     """One statement per group, parent links if ``same_subtree``. ``lean`` (the
     default): only what the search needs: a group none of whose classes another group
@@ -1160,7 +1167,13 @@ def load_groups(
     batch is every root (a whole-cloud answer), the first lean group that
     :func:`carries_summary` also reads every inventory with its capacity and usage, for
     the provider summaries (``Loaded.inventory``): one pass over the inventories
-    instead of two."""
+    instead of two. ``give_up``: once a group leaves a slot that no provider fills
+    (nothing with room, the filters pass none), the batch can give no candidate: the
+    groups after it, the unsuffixed group's blocked anchors and local sharing
+    providers, and the parent links are not read (``Loaded.hopeless``; most random
+    requests have no candidate: on SQLite, where each statement is its own, and on a
+    server for every root, whose statements are not merged, they cost a statement
+    each)."""
     scope = scope_key(roots.scope)
     if roots.ids is not None and isinstance(scope, BatchRoots):
         shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
@@ -1193,16 +1206,20 @@ def load_groups(
     run.prefetch(list(parts.values()))
     slots: list[Slot] = []
     done: dict[tuple[object, ...], list[Slot]] = {}
+    hopeless = False
     for g in order:  # identical groups: one statement, the same choices under each suffix
         key = (filters_key(g), tuple(sorted(g.resources.items())))
         if key in done:
             slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
         else:
             room = contended is None or not contended.isdisjoint(g.resources)
-            found = _group_slots(run, g, col, room, grouped, g is carrier)
+            found = _group_slots(run, g, col, room, grouped, g is carrier, give_up)
             slots.extend(done.setdefault(key, found))
+            if give_up and not all(any(s.choices.values()) for s in found):
+                hopeless = True
+                break
     parent_of: dict[int, int | None] = {}
-    if req.same_subtree:
+    if req.same_subtree and not hopeless:
         for rp, parent in run.execute(TreeShape()):
             parent_of[int(rp)] = int(parent) if parent is not None else None
     anchors = roots.ids if roots.ids is not None else sorted(col.local_roots | shared_with.keys())
@@ -1214,7 +1231,9 @@ def load_groups(
         flags=col.flags,
     )
     data = SearchData(col.inventory, col.root_of, parent_of)
-    return Loaded(anchors, slots, data, rules, frozenset(sharing_ids), col.summary_inventory)
+    return Loaded(
+        anchors, slots, data, rules, frozenset(sharing_ids), col.summary_inventory, hopeless
+    )
 
 
 def fetch_summaries(
