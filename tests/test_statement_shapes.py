@@ -358,6 +358,25 @@ def _kill_pooled(db: Database) -> None:
     killer.dispose()
 
 
+def test_a_connection_lost_mid_read_is_invalidated(server_db: Database) -> None:
+    """A connection the server closes after the read's first statement fails the next
+    one, sent on the driver's cursor (``_execute._on_cursor``), as SQLAlchemy would
+    fail it: ``DBAPIError`` with ``connection_invalidated`` (what
+    :func:`rpquery.db.read_retrying` retries on), the connection discarded."""
+    db = server_db
+    with db.begin() as conn:
+        provider(conn, "host", inventory={"VCPU": 4})
+    with db.connect() as conn:
+        ex._fetch(conn, "SELECT 1", {})  # through SQLAlchemy: the connection begins
+        assert ex._direct(conn)
+        _kill_pooled(db)
+        with pytest.raises(sa.exc.DBAPIError) as lost:
+            ex._fetch(conn, "SELECT 2", {})
+        assert lost.value.connection_invalidated
+        assert conn.invalidated
+    assert len(allocation_candidates(db, "resources=VCPU:1").allocation_requests) == 1
+
+
 def test_a_read_without_ping_survives_a_closed_connection(server_db: Database) -> None:
     """A candidates read checks its connection out without the pre-ping (one round trip
     of five or six): a connection the server closed fails its first statement, and the

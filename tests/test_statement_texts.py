@@ -146,3 +146,30 @@ def test_a_statement_with_its_values_written_in_runs_as_sqlalchemy_runs_it(
         expected = [tuple(r) for r in conn.execute(stmt)]
         assert [tuple(r) for r in ex.driver_rows(conn, stmt, {})] == expected
         assert len(expected) == 1
+
+
+def test_a_text_on_the_drivers_cursor_is_traced_and_its_errors_are_sqlalchemys(
+    db: Database,
+) -> None:
+    """Once a read's connection has begun (through SQLAlchemy: SQLite's ``BEGIN``), the
+    read path sends its texts on the driver's cursor: tracers and cursor events see
+    them, and a driver error is SQLAlchemy's ``DBAPIError`` (rpquery's
+    ``DatabaseError`` out of the read) with the ``handle_error`` hooks run."""
+    with db.begin() as conn:
+        provider(conn, "a", inventory={"VCPU": 4})
+    events: list[str] = []
+    errors: list[object] = []
+    sa.event.listen(db.engine, "after_cursor_execute", lambda *a: events.append(a[2]))
+    sa.event.listen(db.engine, "handle_error", lambda ctx: errors.append(ctx.statement))
+    n = ":n" if db.dialect_name == "sqlite" else "%(n)s"
+    count = f"SELECT COUNT(*) + {n} FROM resource_providers"
+    bad = "SELECT no_such_column FROM resource_providers"
+    with db.count_statements() as counter, db.connect() as conn:
+        assert not ex._direct(conn)
+        assert [tuple(r) for r in ex._fetch(conn, count, {"n": 1})] == [(2,)]  # begins
+        assert ex._direct(conn)
+        assert [tuple(r) for r in ex._fetch(conn, count, {"n": 2})] == [(3,)]
+        with pytest.raises(sa.exc.DBAPIError):
+            ex._on_cursor(conn, bad, {})
+    assert counter.statements == [count, count, bad]
+    assert events == [count, count] and errors == [bad]
