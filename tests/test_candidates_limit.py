@@ -207,6 +207,60 @@ def test_batches_are_sized_from_candidates_per_root() -> None:
     )
 
 
+def test_a_walk_that_found_nothing_takes_the_roots_left_at_once() -> None:
+    """Once a walk over every root has counted a database's roots, a walk there that
+    found nothing takes every root left in one batch when they are at most four times
+    its next batch (not that batch, then four times it); a walk with root filters
+    counts nothing; a count below the roots (stale) never makes a batch smaller."""
+
+    def walked(cloud: object, *sizes: int, filtered: bool = False) -> ex.Batches:
+        b = ex.Batches(1, randomize=False, cloud=cloud)
+        batch, start = b.first(), 1
+        for n in sizes:
+            roots = ex.Roots(list(range(start, start + n)), None, {}, n < batch.limit, filtered)
+            batch, start = b.next(batch, roots, 0, n), start + n  # type: ignore[assignment]
+        assert batch is None
+        return b
+
+    cloud = ("test", "cloud")
+    walked(cloud, 11, 44, 30, filtered=True)
+    assert ex._ROOT_COUNT.get(cloud) is None
+    b = ex.Batches(1, randomize=False, cloud=cloud)
+    nothing = ex.Roots(list(range(1, 12)), None, {}, exhausted=False, filtered=False)
+    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(44, walk=True, after=11)
+    walked(cloud, 11, 44, 49)  # 104 roots
+    assert ex._ROOT_COUNT.get(cloud) == 104
+    b = ex.Batches(1, randomize=False, cloud=cloud)
+    # 93 roots left and 10: one batch, not 44 then 176
+    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(103, walk=True, after=11)
+    # one found: sized from the rate, whatever the count
+    b = ex.Batches(2, randomize=False, cloud=cloud)
+    twelve = ex.Roots(list(range(1, 13)), None, {}, exhausted=False, filtered=False)
+    assert b.next(b.first(), twelve, 1, 12) == ex.Batch(25, walk=True, after=12)
+    ex._ROOT_COUNT.put(cloud, 20)  # stale: fewer than there are
+    b = ex.Batches(1, randomize=False, cloud=cloud)
+    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(44, walk=True, after=11)
+    ex._ROOT_COUNT.put(cloud, 5000)  # many left: four times the last batch
+    b = ex.Batches(1, randomize=False, cloud=cloud)
+    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(44, walk=True, after=11)
+
+
+def test_a_walk_with_no_candidate_counts_the_roots_for_the_next(walk: Database) -> None:
+    """A limited request nothing can serve walks every root (~80: batches of 11, 44,
+    then the rest); the same request again takes the roots left after its first batch
+    at once, from the count (one batch fewer); both answers are empty."""
+    ex._ROOT_COUNT.put(walk.engine.url, 0)  # (counted by an earlier test: stale, unused)
+    sent = []
+    for _ in range(2):
+        with walk.count_statements() as counter:
+            assert not allocation_candidates(
+                walk, "resources=VCPU:100000&limit=1"
+            ).allocation_requests
+        sent.append(counter.count)
+    assert ex._ROOT_COUNT.get(walk.engine.url) == 78
+    assert sent[1] == sent[0] - 2, sent  # a roots statement and a group statement fewer
+
+
 def test_learnt_rates_are_bounded_and_only_the_oldest_goes() -> None:
     """The learnt candidates per root are a bounded map written from a server's threads:
     past its size only the least recently written kind of request loses its hint

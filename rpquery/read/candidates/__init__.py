@@ -170,7 +170,7 @@ def _run(
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
     root_of: dict[int, int] = {}
-    plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req))
+    plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req), cloud=conn.engine.url)
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write

@@ -110,6 +110,9 @@ class Roots:
     scope: q.RootScope
     params: dict[str, Any]
     exhausted: bool
+    #: whether some root (in the id range of ``ids``) may not be an anchor: root
+    #: filters, policies, *could serve* tests
+    filtered: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,11 @@ class Batches:
       5 % and 10 roots (trees with NUMA nodes give several candidates each: 1,000
       candidates from ~490 roots at 5,000 hosts). A next batch is sized from the
       candidates per root seen so far: what the missing candidates need plus 25 % and
-      10 roots, or four times the last batch while none was found.
+      10 roots, or four times the last batch while none was found; or, while none
+      was found, every root left when the database's roots (``cloud``: counted by the
+      last walk over every root, :data:`_ROOT_COUNT`) say they are at most four times
+      that: one batch, not two (most random requests have no candidate, and a small
+      cloud's walk would take three batches to find out).
 
     >>> b = Batches(1000, randomize=False)
     >>> first = b.first(); first
@@ -166,11 +173,18 @@ class Batches:
     #: a first batch sized from an earlier request's candidates per root
     HINT_SLACK = 1.05
 
-    def __init__(self, limit: int | None, *, randomize: bool, key: Hashable = None) -> None:
+    def __init__(
+        self, limit: int | None, *, randomize: bool, key: Hashable = None, cloud: Hashable = None
+    ) -> None:
         self.limit = limit
         self.randomize = randomize
         self.key = key
+        self.cloud = cloud
         self.searched = 0
+        #: roots of the walk's batches so far, and whether each batch was every root
+        #: of its id range (then they count the database's roots)
+        self.walked = 0
+        self.counting = True
 
     #: the largest ``LIMIT`` bound (a 32-bit ``INTEGER`` parameter on PostgreSQL): as
     #: good as none, no cloud has that many roots
@@ -196,9 +210,14 @@ class Batches:
         limit = self.limit
         if batch.limit is None or limit is None:
             return None
+        if batch.walk:
+            self.walked += len(roots.ids or ())
+            self.counting = self.counting and not roots.filtered
         if found >= limit or roots.exhausted:
             if batch.walk and found >= limit and self.key is not None:
                 _remember(self.key, found / self.searched)
+            if batch.walk and roots.exhausted and self.counting and self.cloud is not None:
+                _ROOT_COUNT.put(self.cloud, self.walked)
             return None
         if not batch.walk:
             return Batch(exclude=(*batch.exclude, *(roots.ids or ())))
@@ -206,6 +225,11 @@ class Batches:
             size = int((limit - found) * self.searched / found * self.SLACK) + self.MARGIN
         else:
             size = 4 * batch.limit
+            # (filtered roots are fewer than the database's: what is left is less)
+            count = _ROOT_COUNT.get(self.cloud) if self.cloud is not None else None
+            left = None if count is None else int(count) - self.walked + self.MARGIN
+            if left is not None and size < left <= 4 * size:
+                size = left
         after = roots.ids[-1] if roots.ids else batch.after
         return Batch(min(size, self.MOST), walk=True, after=after)
 
@@ -246,6 +270,12 @@ class Hints:
 #: kind of request (:func:`walk_key`): sizes the next such request's first batch. Only
 #: a hint (a wrong one costs a batch more or fewer), written from a server's threads
 _PER_ROOT = Hints(512)
+
+
+#: roots of each database (its engine's URL), as the last walk over every root in id
+#: order counted them: sizes a walk's batch once none was found (:meth:`Batches.next`).
+#: Only a hint (a stale one costs a batch more or fewer)
+_ROOT_COUNT = Hints(64)
 
 
 def _remember(key: Hashable, per_root: float) -> None:
@@ -415,8 +445,9 @@ def select_roots(
         return Roots(ids, stmt, params, True)
     exhausted = len(ids) < batch.limit
     if batch.walk and not filtered and ids:
-        return Roots(ids, ROOT_RANGE, {"roots_lo": ids[0], "roots_hi": ids[-1]}, exhausted)
-    return Roots(ids, ROOT_IDS, {"root_ids": ids}, exhausted)
+        scope = {"roots_lo": ids[0], "roots_hi": ids[-1]}
+        return Roots(ids, ROOT_RANGE, scope, exhausted, filtered=False)
+    return Roots(ids, ROOT_IDS, {"root_ids": ids}, exhausted, filtered)
 
 
 @functools.lru_cache(maxsize=256)
