@@ -173,3 +173,12 @@ def test_a_text_on_the_drivers_cursor_is_traced_and_its_errors_are_sqlalchemys(
             ex._on_cursor(conn, bad, {})
     assert counter.statements == [count, count, bad]
     assert events == [count, count] and errors == [bad]
+
+
+def test_sqlite_keeps_more_prepared_statements_than_its_default() -> None:
+    """sqlite3 keeps 128 prepared statements a connection by default: random requests'
+    texts outgrow that, and SQLite parses and plans a text again when it is gone."""
+    kw: dict[str, Any] = {}
+    dialects.backend("sqlite").engine_options(kw)
+    assert kw["connect_args"]["cached_statements"] == 512
+    assert kw["connect_args"]["timeout"] == 30

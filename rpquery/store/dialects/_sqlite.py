@@ -44,7 +44,10 @@ class SQLite(OnConflictWrites, StandardSQL):
         return Path(name)
 
     def engine_options(self, engine_kw: dict[str, Any]) -> None:
-        engine_kw.setdefault("connect_args", {"timeout": 30})
+        # sqlite3 keeps a connection's prepared statements by text, 128 by default: the
+        # read path's texts (a few per request shape and list length) outgrow that, and
+        # a text prepared again is parsed and planned again (~15 KB a statement)
+        engine_kw.setdefault("connect_args", {"timeout": 30, "cached_statements": 512})
 
     def engine_created(self, engine: Engine) -> None:
         event.listen(engine, "connect", _on_connect)
