@@ -34,10 +34,15 @@ cluster_address() {
 write_config() {  # write_config N
     local n=$1 g
     g=$(gcomm_port "$n")
+    # A tmpdir of its own: servers sharing /tmp clash on their temporary tables' files
+    # (the machine's MariaDB saw "Error on delete of '/tmp/#sql-temptable-...MAI'" while
+    # a test cluster ran beside it)
+    mkdir -p "$DIR/node$n.tmp"; chown mysql:mysql "$DIR/node$n.tmp"
     cat >"$DIR/node$n.cnf" <<CNF
 [mysqld]
 datadir=$DIR/node$n
 socket=$DIR/node$n.sock
+tmpdir=$DIR/node$n.tmp
 pid-file=$(pidfile "$n")
 log-error=$DIR/node$n.err
 port=$(sql_port "$n")
