@@ -235,6 +235,7 @@ def test_candidates_equal_brute_force(backend: str, request: pytest.FixtureReque
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
+        derandomize=True,
     )
     @given(cloud=clouds(child_sharing=True), req=requests(), limit=st.integers(1, 3))
     def check(cloud: Cloud, req: CandidatesRequest, limit: int) -> None:
@@ -243,8 +244,11 @@ def test_candidates_equal_brute_force(backend: str, request: pytest.FixtureReque
         seen["non_empty"] += bool(expected)
 
     check()
-    # the generator must produce clouds where candidates exist, or the test proves little
-    assert seen["non_empty"] >= seen["examples"] // 10 > 0
+    # the generator must produce clouds where candidates exist, or the test proves little;
+    # derandomized, so this holds of the same examples every run: random draws missed
+    # the tenth now and then (4 of 60 with candidates), failing a run whose every answer
+    # matched (random clouds and requests are the differential test's, make soak's)
+    assert seen["non_empty"] >= seen["examples"] // 10 > 0, seen
 
 
 @st.composite
