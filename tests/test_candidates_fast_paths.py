@@ -232,3 +232,60 @@ def test_fast_paths_on_numa_hosts(backend: str, request: pytest.FixtureRequest) 
                 limit,
             )
         assert check_requests_json(db, req) > 0, query
+
+
+#: Forbidden traits on hosts, on a NUMA node, on a node's host only: the one pass's
+#: ``fits`` tests them by an uncorrelated ``NOT IN`` (``outside_trait_holders``).
+FORBIDDEN = (
+    "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU",
+    "resources=VCPU:1&required=!CUSTOM_GPU,!CUSTOM_SLOW",
+    "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_SLOW&member_of=!in:"
+    "00000000-0000-4000-8000-00000000dead",
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mysql"])
+def test_forbidden_traits_in_the_one_pass(backend: str, request: pytest.FixtureRequest) -> None:
+    """Summaries from the group's rows (the one pass) and the general path agree with
+    forbidden traits, which exclude the providers holding them and only those."""
+    db = request.getfixturevalue("_migrated")(backend)
+    own = {"VCPU": Inv(total=4), "MEMORY_MB": Inv(total=2048, max_unit=2048)}
+    node = {"VCPU": Inv(total=2), "MEMORY_MB": Inv(total=1024, max_unit=1024)}
+    traits = {"h1": {"CUSTOM_GPU"}, "h3": {"CUSTOM_SLOW"}, "h4n0": {"CUSTOM_GPU"}}
+    provs = []
+    for h in range(6):
+        numa = h >= 4
+        provs.append(
+            Prov(
+                f"h{h}",
+                inventory={} if numa else dict(own),
+                traits=traits.get(f"h{h}", set()),
+                uuid=f"{h:08d}-0000-4000-8000-{0:012d}",
+            )
+        )
+        for n in range(2 if numa else 0):
+            name = f"h{h}n{n}"
+            provs.append(
+                Prov(
+                    name,
+                    parent=f"h{h}",
+                    inventory=dict(node),
+                    traits=traits.get(name, set()),
+                    uuid=f"{h:08d}-0000-4000-8000-{n + 1:012d}",
+                )
+            )
+    insert(db, Cloud(provs))
+    for query in FORBIDDEN:
+        req = parse_candidates(query.replace("member_of=!in:", "member_of=!"))
+        summarised = SUMMARISED[0]
+        general, fast, grouped, summary = general_and_fast(db, req, 1_000_000)
+        assert summary == general == fast and general != "too complex", query
+        assert SUMMARISED[0] == summarised + 1, query
+        answer = allocation_candidates(db, req).to_placement()
+        used = {rp for ar in answer["allocation_requests"] for rp in ar["allocations"]}
+        by_uuid = {p.uuid: p.name for p in provs}
+        forbidden = {t for t in ("CUSTOM_GPU", "CUSTOM_SLOW") if f"!{t}" in query}
+        holders = {name for name, held in traits.items() if held & forbidden}
+        assert {by_uuid[u] for u in used} == {
+            p.name for p in provs if p.inventory and p.name not in holders
+        }, query

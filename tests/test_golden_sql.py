@@ -376,3 +376,28 @@ def test_lean_and_grouped_group_statements(dialect: Dialect) -> None:
     ), text
     assert text.endswith(" GROUP BY rp.id, rp.root_provider_id"), text
     assert "capacity" not in text and "max_unit AS" not in text
+
+
+def test_summary_pass_reads_forbidden_trait_holders_once(dialect: Dialect) -> None:
+    """A whole-cloud answer's one pass (``summary``: every inventory row with ``fits``)
+    tests forbidden traits with one uncorrelated ``NOT IN``, not a ``NOT EXISTS`` per
+    row; the group's own statement keeps its correlated anti-join."""
+    import dataclasses
+
+    from rpquery.read._clauses import Binds
+
+    req = parse_candidates("resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU")
+    shape, values = q.group_shape(req.groups[0], NAMES)
+    summary = dataclasses.replace(shape, room=False, summary=True)
+    bound = q.group_rows_of(summary, Binds()).compile(dialect=dialect)  # the cached texts'
+    for text in (sql(q.group_rows_of(summary, Binds(values)), dialect), " ".join(str(bound).split())):
+        assert re.search(
+            r"AND \(rp.id NOT IN \(SELECT rpt.resource_provider_id FROM "
+            r"resource_provider_traits AS rpt WHERE rpt.trait_id IN \(.+?\)\)\)\) THEN 1",
+            text,
+        ), text
+        assert "EXISTS" not in text, text
+    lean = dataclasses.replace(shape, room=False)
+    assert "NOT (EXISTS (SELECT 1 FROM resource_provider_traits" in sql(
+        q.group_rows_of(lean, Binds(values)), dialect
+    )

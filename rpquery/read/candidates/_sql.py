@@ -259,19 +259,24 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
         assert not shape.room and not flags, shape
         classes = _bound(prefix, "classes", shape.resources) if bound else _classes(shape, binds)
         columns = (rp.c.id, rp.c.root_provider_id, classes)
+    filters = shape_filters(
+        shape.filters,
+        binds,
+        rp,
+        with_required=shape.granular,
+        root_covers=not shape.granular,
+        root_exempt=root_exempt,
+    )
+    if shape.summary and shape.filters.forbidden:
+        # every inventory row: the forbidden traits' holders read once, not per row
+        forbidden = clauses.outside_trait_holders(rp.c.id, binds.many(shape.name("forbidden")))
+        filters = [forbidden, *filters[1:]]
     where: tuple[ColumnElement[bool], ...] = (
         _bound(prefix, "rcs", 0) if bound else _in_rcs(binds.many(shape.name("rcs"))),
         _bound(prefix, "fits", shape.resources)
         if bound
         else _fits_one_of(shape, binds, inv, _USED),
-        *shape_filters(
-            shape.filters,
-            binds,
-            rp,
-            with_required=shape.granular,
-            root_covers=not shape.granular,
-            root_exempt=root_exempt,
-        ),
+        *filters,
     )
     if shape.summary:
         assert not shape.room and not shape.grouped and not flags, shape
