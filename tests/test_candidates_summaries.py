@@ -170,28 +170,98 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
     group's statement, on every backend (MySQL/MariaDB too, where that statement's
     rows come as one text): one statement fewer, the same summaries (capacities
     truncated, the 2**53 one included, which the database would not write)."""
+    with db.engine.connect() as conn:
+        as_json = dialects.rows_as_json(conn)
     with db.count_statements() as counter:
         whole = allocation_candidates(db, "resources=VCPU:1")
-    # names and sharing pairs, the group, providers, trait names
-    assert counter.count == 4, counter.statements
+    # names and sharing pairs, the group, providers, trait names; on MySQL/MariaDB
+    # every provider's trait ids as one text first (both trees are summarised)
+    assert counter.count == 4 + as_json, counter.statements
     assert whole.provider_summaries == _expected(trees)
+    every_trait = [ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements]
+    assert every_trait == [False, False, *([True] if as_json else []), False, False]
     # MariaDB hash-joins the whole tables of the one pass, never a batch's range
     mariadb = getattr(db.engine.dialect, "is_mariadb", False)
     hashed = [dialects.WHOLE_TABLES in st for st in counter.statements]
-    assert hashed == [False, mariadb, False, False]
+    assert hashed == [False, mariadb, *([False] if as_json else []), False, False]
     with db.count_statements() as counter:
         limited = allocation_candidates(db, "resources=VCPU:1&limit=10")
-    # the same and the batch's roots
+    # the same and the batch's roots; trait ids per provider (not every root read)
     assert counter.count == 5, counter.statements
     assert not any(dialects.WHOLE_TABLES in st for st in counter.statements)
+    assert not any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
     assert limited.provider_summaries == _expected(trees)
     assert limited.to_placement() == whole.to_placement()
     # a tree none of whose providers is returned is not summarised, though its
-    # inventories were read with the group's rows
-    only_cn = allocation_candidates(db, "resources=VCPU:3")
+    # inventories were read with the group's rows (one tree of two: half the cloud's,
+    # every trait still read at once)
+    with db.count_statements() as counter:
+        only_cn = allocation_candidates(db, "resources=VCPU:3")
     assert only_cn.provider_summaries == {
         u: s for u, s in _expected(trees).items() if s.root_uuid == trees["cn"].uuid
     }
+    assert any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements) == as_json
+    with db.begin() as conn:
+        for i in range(2):  # two more trees: cn's is no longer half the cloud's
+            provider(conn, f"more-{i}", inventory={"VCPU": 1})
+    with db.count_statements() as counter:
+        again = allocation_candidates(db, "resources=VCPU:3")
+    assert again.provider_summaries == only_cn.provider_summaries
+    assert not any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
+
+
+def test_every_trait_at_once_as_per_provider(
+    db: Database, trees: dict[str, Ref], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Summaries whose trait ids came for every provider as one text
+    (the trees all the cloud's: MySQL/MariaDB) are those read per provider, on every backend (the
+    others read them per provider anyway); a text cut short (``group_concat_max_len``
+    made tiny) is read per provider too."""
+    with db.begin() as conn:
+        provider(conn, "other", inventory={"VCPU": 1}, traits=["CUSTOM_Z", "HW_Z"])
+    roots = {trees["cn"].id, trees["huge"].id}
+
+    def summaries(database: Database, every_trait: bool) -> tuple[dict[str, Any], int]:
+        with database.engine.connect() as conn:
+            rc_names = resolve_names(conn, (), (), every_class=True).rc_names
+            with database.count_statements() as counter:
+                cloud = sorted(roots) if every_trait else None  # trees all of the cloud's
+                rows = ex.fetch_summaries(conn, roots, rc_names, written=False, cloud_roots=cloud)
+        return rows.render(), counter.count
+
+    per_provider, statements = summaries(db, False)
+    at_once, more = summaries(db, True)
+    assert at_once == per_provider and len(at_once) == 4
+    with db.engine.connect() as conn:
+        texts = ex.every_trait_texts(conn)
+        if not dialects.rows_as_json(conn):
+            assert more == statements
+            return
+    assert more == statements + 1
+    # every provider with traits, its ids as the per-provider subquery writes them
+    assert texts is not None and len(texts) == 2
+    assert sorted(texts[trees["cn"].id].split(",")) == sorted(
+        str(t) for t in _trait_ids(db, trees["cn"].id)
+    )
+    # long enough for each provider's ids, too short for the text of all
+    monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", max(map(len, texts.values())) + 1)
+    tiny = Database(db.url)  # a fresh engine compiles the statements with that length
+    try:
+        with tiny.engine.connect() as short:
+            assert ex.every_trait_texts(short) is None
+        cut, _ = summaries(tiny, True)
+        assert cut == per_provider
+    finally:
+        tiny.dispose()
+
+
+def _trait_ids(db: Database, rp_id: int) -> list[int]:
+    rpt = sa.table(
+        "resource_provider_traits", sa.column("resource_provider_id"), sa.column("trait_id")
+    )
+    with db.engine.connect() as conn:
+        stmt = sa.select(rpt.c.trait_id).where(rpt.c.resource_provider_id == rp_id)
+        return list(conn.execute(stmt).scalars())
 
 
 def test_uuid_needing_escapes(db: Database) -> None:

@@ -390,7 +390,10 @@ def test_summary_pass_reads_forbidden_trait_holders_once(dialect: Dialect) -> No
     shape, values = q.group_shape(req.groups[0], NAMES)
     summary = dataclasses.replace(shape, room=False, summary=True)
     bound = q.group_rows_of(summary, Binds()).compile(dialect=dialect)  # the cached texts'
-    for text in (sql(q.group_rows_of(summary, Binds(values)), dialect), " ".join(str(bound).split())):
+    for text in (
+        sql(q.group_rows_of(summary, Binds(values)), dialect),
+        " ".join(str(bound).split()),
+    ):
         assert re.search(
             r"AND \(rp.id NOT IN \(SELECT rpt.resource_provider_id FROM "
             r"resource_provider_traits AS rpt WHERE rpt.trait_id IN \(.+?\)\)\)\) THEN 1",

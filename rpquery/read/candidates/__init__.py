@@ -176,6 +176,9 @@ def _run(
     # with their rows (else None: the summaries read theirs, or have the database write
     # them)
     inventory: list[list[Any]] | None = [[], [], [], []]
+    every_root = batch == Batch()
+    # the root of every inventory, when one batch of every root read them all
+    cloud_roots: Sequence[int] | None = None
     while batch is not None:
         roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
         searched = 0
@@ -189,11 +192,13 @@ def _run(
             if inventory is not None and loaded.inventory is not None:
                 for column, more in zip(inventory, loaded.inventory, strict=True):
                     column.extend(more)
+                if every_root:
+                    cloud_roots = loaded.inventory_roots
             else:
                 inventory = None
         batch = plan.next(batch, roots, len(found), searched)
     chosen = _apply_policies(conn, found, policies, req)
-    return _summarise(conn, chosen, names, root_of, inventory)
+    return _summarise(conn, chosen, names, root_of, inventory, cloud_roots)
 
 
 def _collect(
@@ -308,11 +313,15 @@ def _summarise(
     names: q.Names,
     root_of: dict[int, int],
     inventory: Sequence[Sequence[Any]] | None = None,
+    cloud_roots: Sequence[int] | None = None,
 ) -> AllocationCandidates:
     """Summaries of the trees the returned candidates allocate from, then the answer in
     compact form: requests stay picks (ids) until rendered or asked for
     (:class:`RequestRows`). ``inventory``: every inventory of (at least) those trees,
     read with a group's rows (:func:`load_groups` ``summary_rows``), else read here.
+    ``cloud_roots``: the root of each of those inventories, when one batch of every
+    root read them (:func:`fetch_summaries`: most of the cloud's trees summarised read
+    every provider's trait ids at once).
 
     As Placement: a tree is summarised when some returned request allocates from one of
     its providers. The anchor of a candidate made of sharing providers alone, and the
@@ -333,7 +342,9 @@ def _summarise(
             for slot, rp in zip(c.slots, c.picks, strict=True)
             if slot.rc_amounts
         }
-    summaries = fetch_summaries(conn, trees, names.rc_names, inventory=inventory)
+    summaries = fetch_summaries(
+        conn, trees, names.rc_names, inventory=inventory, cloud_roots=cloud_roots
+    )
     uuid_by_id = summaries.uuid_by_id
     outside = set(map(_root_id, chosen)) - trees
     if not every_slot:  # a resourceless group's provider may be outside those trees

@@ -59,6 +59,12 @@ SUMMARY_NAMED = 64
 SUMMARY_INVENTORIES = q.summary_inventories_stmt("tree_ids")
 SUMMARY_INVENTORIES_OF = q.summary_inventories_of("summary_ids")
 SUMMARY_TRAIT_NAMES = q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
+#: The summaries' providers without their trait ids, and every provider's trait ids as
+#: one text (MySQL/MariaDB, summaries of nearly the whole cloud: :func:`fetch_summaries`)
+SUMMARY_UNTRAITED = q.summary_stmt("tree_ids", trait_ids=False)
+EVERY_TRAIT_TEXT = q.every_trait_text_stmt()
+#: how its text begins on every backend (statement counts in tests)
+EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
 
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
 
@@ -512,6 +518,8 @@ class Loaded:
     #: a slot no provider can fill: the batch gives no candidate, and the groups after
     #: it were not read (:func:`load_groups` ``give_up``; ``slots`` are not all there)
     hopeless: bool = False
+    #: the root of each row of ``inventory``
+    inventory_roots: Sequence[int] = ()
 
 
 class _Collector:
@@ -525,6 +533,8 @@ class _Collector:
         self.local_roots: set[int] = set()
         #: the summaries' inventory columns, when a group's statement read them
         self.summary_inventory: Sequence[Sequence[Any]] | None = None
+        #: the root of each of their rows
+        self.summary_roots: Sequence[int] = ()
 
     def offers(self, rows: Any, n_flags: int, room: bool = True) -> dict[int, list[int]]:
         """Rows of one group statement: class id → provider ids with room for the
@@ -566,6 +576,7 @@ class _Collector:
         kept for the summaries (:attr:`summary_inventory`)."""
         rps, roots, rcs, capacities, used, fits = list(zip(*rows, strict=True)) or [()] * 6
         self.summary_inventory = (rps, rcs, capacities, used)
+        self.summary_roots = roots
         fitting = [tuple(compress(c, fits)) for c in (rps, roots, rcs)]
         return self._offers(fitting, 0, False) if fitting[0] else {}
 
@@ -1308,7 +1319,14 @@ def load_groups(
     )
     data = SearchData(col.inventory, col.root_of, parent_of)
     return Loaded(
-        anchors, slots, data, rules, frozenset(sharing_ids), col.summary_inventory, hopeless
+        anchors,
+        slots,
+        data,
+        rules,
+        frozenset(sharing_ids),
+        col.summary_inventory,
+        hopeless,
+        col.summary_roots,
     )
 
 
@@ -1319,6 +1337,7 @@ def fetch_summaries(
     *,
     written: bool | None = None,
     inventory: Sequence[Sequence[Any]] | None = None,
+    cloud_roots: Sequence[int] | None = None,
 ) -> SummaryRows:
     """Summaries of every provider in the trees ``root_ids``, kept as read:
     :class:`SummaryRows` writes or shapes them only when rendered or read.
@@ -1335,11 +1354,22 @@ def fetch_summaries(
     slowly (default: :func:`rpquery.store.dialects.renders_summaries`, MySQL/MariaDB),
     else read as inventory rows (one more statement) for Python to write; a provider
     whose resources the database could not write exactly (a capacity of 2**53 or more)
-    has its inventory rows read too."""
+    has its inventory rows read too.
+
+    ``cloud_roots``: the root of every inventory of the cloud (with ``inventory``, read
+    over every root); when ``root_ids`` are at least half of those trees, on
+    MySQL/MariaDB the trait ids of every provider come as one text
+    (:func:`every_trait_texts`), not from a subquery per summarised provider."""
     if written is None:
         written = inventory is None and dialects.renders_summaries(conn)
     params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
-    read = json_rows if dialects.rows_as_json(conn) else driver_rows
+    as_json = dialects.rows_as_json(conn)
+    read = json_rows if as_json else driver_rows
+    every_trait = as_json and not written and cloud_roots is not None
+    if every_trait and 2 * len(root_ids) >= len(set(cloud_roots)):  # type: ignore[arg-type]
+        texts = every_trait_texts(conn)
+    else:
+        texts = None
     if written:  # class names bound, quoted (no join per inventory)
         named = sorted(rc_names.items())[:SUMMARY_NAMED]
         for i, (rc, name) in enumerate(named):
@@ -1347,7 +1377,7 @@ def fetch_summaries(
             params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
         providers = read(conn, _summary(len(named)), params)
     else:
-        providers = read(conn, SUMMARY[False], params)
+        providers = read(conn, SUMMARY[False] if texts is None else SUMMARY_UNTRAITED, params)
     if not written:
         inventory_rows = (
             driver_rows(conn, SUMMARY_INVENTORIES, params) if inventory is None else None
@@ -1358,15 +1388,40 @@ def fetch_summaries(
         if unwritten:
             ids = {"summary_ids": unwritten}
             inventory_rows = driver_rows(conn, SUMMARY_INVENTORIES_OF, ids)
-    trait_texts = {row[-1] for row in providers} - {None}
+    column = None if texts is None else [texts.get(row[0]) for row in providers]
+    trait_texts = set(column if column is not None else [row[-1] for row in providers])
+    trait_texts.discard(None)
     trait_ids = sorted({int(t) for text in trait_texts for t in text.split(",")})
     trait_names: dict[int, str] = {}
     if trait_ids:
         rows = driver_rows(conn, SUMMARY_TRAIT_NAMES, {"summary_trait_ids": trait_ids})
         trait_names = {int(ident): name for ident, name in rows}
     return SummaryRows.from_driver(
-        providers, inventory_rows, trait_names, rc_names, inventory_columns=inventory
+        providers,
+        inventory_rows,
+        trait_names,
+        rc_names,
+        inventory_columns=inventory,
+        trait_column=column,
     )
+
+
+def every_trait_texts(conn: Connection) -> dict[int, str] | None:
+    """Every provider's trait ids as text (``"12,7,30"``, as
+    :func:`~._sql.summary_trait_ids` writes them), by provider id, from one JSON text
+    (:func:`~._sql.every_trait_text_stmt`); ``None`` when the text came back cut short
+    (fewer providers than counted, no JSON, ``NULL`` past ``max_allowed_packet``): the
+    caller reads them per provider instead."""
+    ((count, text),) = driver_rows(conn, EVERY_TRAIT_TEXT, {})
+    if not count:
+        return {}
+    try:
+        pairs = orjson.loads(text) if text is not None else None
+    except orjson.JSONDecodeError:
+        pairs = None
+    if not isinstance(pairs, list) or len(pairs) != count:
+        return None
+    return dict(pairs)
 
 
 @functools.lru_cache(maxsize=8)

@@ -285,6 +285,7 @@ class SummaryRows:
         rc_names: Mapping[int, str],
         *,
         inventory_columns: Sequence[Sequence[Any]] | None = None,
+        trait_column: Sequence[str | None] | None = None,
     ) -> SummaryRows:
         """From the summary statements' rows as read: ``(id, uuid, name, parent id,
         root id[, resources JSON], trait id text)`` per provider (with the resources
@@ -292,8 +293,12 @@ class SummaryRows:
         used)`` per inventory of the providers whose resources it did not write (or,
         ``inventory_rows`` ``None``, the same as ``inventory_columns``, one column each,
         which may hold other providers' too), trait id → name and class id → name. A
-        trait id without a name (deleted meanwhile) is left out."""
-        columns = list(zip(*provider_rows, strict=True)) or [()] * 6
+        trait id without a name (deleted meanwhile) is left out. ``trait_column``: the
+        trait id texts, one per provider row, when the rows have none."""
+        columns: list[Sequence[Any]] = list(zip(*provider_rows, strict=True))
+        if trait_column is not None:
+            columns = [*(columns or [()] * 5), trait_column]
+        columns = columns or [()] * 6
         written = columns.pop(5) if len(columns) == 7 else None
         sets: dict[str, frozenset[str]] = {}
         for text in set(columns[5]):

@@ -781,7 +781,44 @@ _SUM_INV = inventories.alias("inv")
 _SUM_RPT = resource_provider_traits.alias("rpt")
 
 
-def summary_stmt(root_ids: Ids | str, *, resources: bool = False, named: int = 0) -> Select:
+def every_trait_text_stmt() -> Select:
+    """Every provider's trait ids (:func:`summary_trait_ids`) as one JSON text, with the
+    count of providers that have traits (a text cut short has fewer), for summaries of
+    (nearly) the whole cloud on MySQL/MariaDB instead of a correlated subquery per
+    provider (:func:`summary_stmt` ``trait_ids=False``):
+
+    ``SELECT COUNT(*), '[' || group_concat('[' || t.rp || ',"' || t.ids || '"]') || ']'
+    FROM (SELECT rpt.resource_provider_id AS rp, group_concat(rpt.trait_id) AS ids
+    FROM resource_provider_traits rpt GROUP BY rpt.resource_provider_id) AS t``
+
+    One pass over the covering index: MariaDB 12-13 ms for 11k providers at 5,000
+    hosts against ~24 for the subqueries of 10.7k (``JSON_ARRAYAGG`` of the same rows:
+    ~20)."""
+    rpt = _SUM_RPT
+    per = (
+        sa.select(
+            rpt.c.resource_provider_id.label("rp"),
+            dialects.concat_agg(rpt.c.trait_id).label("ids"),
+        )
+        .group_by(rpt.c.resource_provider_id)
+        .subquery("t")
+    )
+    pair = dialects.text_concat(
+        sa.literal_column("'['"),
+        per.c.rp,
+        sa.literal_column("""',"'"""),
+        per.c.ids,
+        sa.literal_column("""'"]'"""),
+    )
+    text = dialects.text_concat(
+        sa.literal_column("'['"), dialects.concat_agg(pair), sa.literal_column("']'")
+    )
+    return dialects.long_concat_select(sa.func.count(), text).select_from(per)
+
+
+def summary_stmt(
+    root_ids: Ids | str, *, resources: bool = False, named: int = 0, trait_ids: bool = True
+) -> Select:
     """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
     providers used by the returned candidates), one row each, with its traits as ids
     (:func:`summary_trait_ids`) and, with ``resources``, its resources as JSON text
@@ -789,8 +826,11 @@ def summary_stmt(root_ids: Ids | str, *, resources: bool = False, named: int = 0
     :func:`summary_inventories_stmt`):
 
     ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id
-    [, (<resources>)], (<trait ids>) FROM resource_providers rp
+    [, (<resources>)][, (<trait ids>)] FROM resource_providers rp
     WHERE rp.root_provider_id IN (:roots)``
+
+    Without ``trait_ids``, the caller reads them for every provider at once
+    (:func:`every_trait_text_stmt`).
 
     One value per provider for its traits instead of two per trait (28k rows at 5,000
     hosts, 401 distinct sets among 11k providers: their names are read once per set,
@@ -811,7 +851,8 @@ def summary_stmt(root_ids: Ids | str, *, resources: bool = False, named: int = 0
     ]
     if resources:
         columns.append(summary_resources(rp.c.id, named).label("resources"))
-    columns.append(summary_trait_ids(rp.c.id).label("trait_ids"))
+    if trait_ids:
+        columns.append(summary_trait_ids(rp.c.id).label("trait_ids"))
     return dialects.long_concat_select(*columns).where(_in_trees(rp.c.root_provider_id, root_ids))
 
 
