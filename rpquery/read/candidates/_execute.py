@@ -61,7 +61,7 @@ SUMMARY_INVENTORIES_OF = q.summary_inventories_of("summary_ids")
 SUMMARY_TRAIT_NAMES = q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
 #: The summaries' providers without their trait ids, and every provider's trait ids as
 #: one text (MySQL/MariaDB, summaries of nearly the whole cloud: :func:`fetch_summaries`)
-SUMMARY_UNTRAITED = q.summary_stmt("tree_ids", trait_ids=False)
+SUMMARY_UNTRAITED = q.summary_stmt(None, trait_ids=False)
 EVERY_TRAIT_TEXT = q.every_trait_text_stmt()
 #: how its text begins on every backend (statement counts in tests)
 EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
@@ -1377,7 +1377,10 @@ def fetch_summaries(
             params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
         providers = read(conn, _summary(len(named)), params)
     else:
-        providers = read(conn, SUMMARY[False] if texts is None else SUMMARY_UNTRAITED, params)
+        if texts is None:
+            providers = read(conn, SUMMARY[False], params)
+        else:  # every provider (no list of thousands of trees to render), kept here
+            providers = [row for row in read(conn, SUMMARY_UNTRAITED, {}) if row[4] in root_ids]
     if not written:
         inventory_rows = (
             driver_rows(conn, SUMMARY_INVENTORIES, params) if inventory is None else None

@@ -817,7 +817,7 @@ def every_trait_text_stmt() -> Select:
 
 
 def summary_stmt(
-    root_ids: Ids | str, *, resources: bool = False, named: int = 0, trait_ids: bool = True
+    root_ids: Ids | str | None, *, resources: bool = False, named: int = 0, trait_ids: bool = True
 ) -> Select:
     """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
     providers used by the returned candidates), one row each, with its traits as ids
@@ -853,7 +853,10 @@ def summary_stmt(
         columns.append(summary_resources(rp.c.id, named).label("resources"))
     if trait_ids:
         columns.append(summary_trait_ids(rp.c.id).label("trait_ids"))
-    return dialects.long_concat_select(*columns).where(_in_trees(rp.c.root_provider_id, root_ids))
+    stmt = dialects.long_concat_select(*columns)
+    if root_ids is None:  # every provider: the caller keeps those of its trees
+        return stmt
+    return stmt.where(_in_trees(rp.c.root_provider_id, root_ids))
 
 
 def summary_inventories_stmt(root_ids: Ids | str) -> Select:
