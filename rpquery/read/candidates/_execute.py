@@ -1359,7 +1359,9 @@ def fetch_summaries(
     ``cloud_roots``: the root of every inventory of the cloud (with ``inventory``, read
     over every root); when ``root_ids`` are at least half of those trees, on
     MySQL/MariaDB the trait ids of every provider come as one text
-    (:func:`every_trait_texts`), not from a subquery per summarised provider."""
+    (:func:`every_trait_texts`), not from a subquery per summarised provider, and the
+    providers' statement reads every provider (no list of thousands of trees to render
+    inline), those of other trees dropped here."""
     if written is None:
         written = inventory is None and dialects.renders_summaries(conn)
     params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
