@@ -235,7 +235,8 @@ def test_fast_paths_on_numa_hosts(backend: str, request: pytest.FixtureRequest) 
 
 
 #: Forbidden traits on hosts, on a NUMA node, on a node's host only: the one pass's
-#: ``fits`` tests them by an uncorrelated ``NOT IN`` (``outside_trait_holders``).
+#: ``fits`` tests them by a ``NOT EXISTS`` against the holders read once
+#: (``forbidden_once``; the correlated form on PostgreSQL).
 FORBIDDEN = (
     "resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GPU",
     "resources=VCPU:1&required=!CUSTOM_GPU,!CUSTOM_SLOW",

@@ -269,7 +269,7 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
     )
     if shape.summary and shape.filters.forbidden:
         # every inventory row: the forbidden traits' holders read once, not per row
-        forbidden = clauses.outside_trait_holders(rp.c.id, binds.many(shape.name("forbidden")))
+        forbidden = clauses.forbidden_once(rp.c.id, binds.many(shape.name("forbidden")))
         filters = [forbidden, *filters[1:]]
     where: tuple[ColumnElement[bool], ...] = (
         _bound(prefix, "rcs", 0) if bound else _in_rcs(binds.many(shape.name("rcs"))),

@@ -52,6 +52,7 @@ __all__ = [
     "bulk_insert",
     "capacity_expr",
     "charset_problems",
+    "by_backend",
     "concat_agg",
     "column_collation",
     "exact_eq",
@@ -947,6 +948,51 @@ class _IntListText(TypeDecorator[Any]):
 
     def process_bind_param(self, value: Any, dialect: Any) -> str:
         return self.brackets[0] + ",".join(map(str, map(int, value))) + self.brackets[1]
+
+
+class by_backend(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
+    """One test written two ways: ``default`` on every backend but PostgreSQL, which
+    gets ``postgresql``. Both must mean the same; the statement is built once and each
+    backend compiles its own form (e.g. :func:`rpquery.read._clauses.forbidden_once`).
+
+    >>> from sqlalchemy import column, literal_column
+    >>> from sqlalchemy.dialects import postgresql, sqlite
+    >>> test = by_backend(column("a") == 1, postgresql=column("b") == 2)
+    >>> str(test.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    'a = 1'
+    >>> str(test.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+    'b = 2'
+    """
+
+    inherit_cache = True
+    type = Boolean()
+    _is_implicitly_boolean = True
+
+    def __init__(self, default: ColumnElement[bool], *, postgresql: ColumnElement[bool]) -> None:
+        self.default = default
+        self.postgresql = postgresql
+
+    @property
+    def _from_objects(self) -> list[Any]:
+        return [*self.default._from_objects, *self.postgresql._from_objects]
+
+    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
+        return (self.default, self.postgresql)
+
+    _traverse_internals = [
+        ("default", InternalTraversal.dp_clauseelement),
+        ("postgresql", InternalTraversal.dp_clauseelement),
+    ]
+
+
+@compiles(by_backend)
+def _by_backend_default(element: by_backend, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.default, **kw))
+
+
+@compiles(by_backend, "postgresql")
+def _by_backend_postgresql(element: by_backend, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.postgresql, **kw))
 
 
 class in_id_list(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
