@@ -91,6 +91,27 @@ def test_joined_text_is_the_whole_statements(dialect: str, batch: ex.Batch) -> N
     assert joined > 30  # joined from parts, not only whole statements
 
 
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize(
+    "ids", [[1], [3, 1, 2], list(range(2000)), [], [True, 2], [2**63 - 1, -5]]
+)
+def test_a_literal_id_list_is_written_as_sqlalchemy_writes_it(
+    dialect: str, ids: list[Any]
+) -> None:
+    """:func:`_texts.render` writes a list of plain ints inline itself (the summaries'
+    trees): the same text as SQLAlchemy's, for every dialect, empty and odd lists too."""
+    d = DIALECTS[dialect]
+    rp = sa.table("resource_providers", sa.column("id", sa.Integer))
+    param = sa.bindparam("ids", expanding=True, literal_execute=True)
+    stmt = sa.select(rp.c.id).where(rp.c.id.in_(param), rp.c.id > sa.bindparam("low"))
+    template = _texts.template(stmt, d)
+    assert template is not None and template.expanding
+    params = {"ids": ids, "low": 0}
+    whole = stmt.compile(dialect=_texts.text_dialect(d)).construct_expanded_state(params)
+    sql, bound = _texts.render(template, params)
+    assert canonical(sql, bound) == canonical(whole.statement, whole.parameters)
+
+
 def test_a_new_shape_of_known_clauses_compiles_nothing(db: Database) -> None:
     agg = "11111111-2222-4333-8444-555555555555"
     with db.begin() as conn:

@@ -317,9 +317,21 @@ def render(t: Template, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     taken = set(values)
     expressions = {}
     for name, (compiled, bind) in t.expanding.items():
+        value = params[name]
+        if bind.literal_execute and value and _plain_ints(value):
+            # what SQLAlchemy writes for them (Integer's literal is str()), ~0.4 µs an
+            # id instead of ~2: the summaries' trees of nova's limit=1000 on MariaDB
+            expressions[name] = ", ".join(map(str, value))
+            continue
         to_update, expression = compiled._literal_execute_expanding_parameter(
-            name, bind, params[name], taken_names=taken
+            name, bind, value, taken_names=taken
         )
         values.update(to_update)
         expressions[name] = expression
     return _TOKEN.sub(lambda m: expressions[m.group(1)], t.text), values
+
+
+def _plain_ints(values: Any) -> bool:
+    """Whether every one of ``values`` is an ``int`` itself (not a ``bool`` or another
+    subclass, whose literal SQLAlchemy may write otherwise)."""
+    return all(type(v) is int for v in values)
