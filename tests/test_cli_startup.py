@@ -6,10 +6,15 @@ imported, not of timing; the times are in ``make bench``, docs/benchmarks.md).
   stack, and no feature module of the CLI (the group lists them from ``COMMAND_MODULES``).
 - a one-off query on a current SQLite database: the read path only — no Alembic, no web
   stack, no other backend's SQLAlchemy dialect, no feature it does not use.
+- the process's entry point (console script, ``python -m rpquery``) freezes what is alive
+  at exit (``gc.freeze``: no collection walks it at shutdown) and runs the command with
+  the collector on; ``main`` called with arguments (tests, click's runner) leaves the
+  collector alone.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import subprocess
@@ -17,8 +22,10 @@ import sys
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from rpquery.cli import COMMAND_MODULES, FEATURE_MODULES, SKIPPED_FEATURES, main
+from rpquery.db import Database
 
 #: Needed by no ``--help`` (and by ``import rpquery``).
 HEAVY = (
@@ -164,3 +171,84 @@ def test_a_command_loads_on_first_lookup() -> None:
     assert command is not None and command.name == "headroom"
     assert "rpquery.cli.why" in sys.modules
     assert main.get_command(click.Context(main), "no-such-command") is None
+
+
+#: An exit hook registered before the CLI's own runs after them (LIFO): it prints the
+#: garbage collector's state then, as JSON on stderr's last line.
+_REPORT_GC_AT_EXIT = """
+import atexit, gc, json, sys
+def report():
+    print(json.dumps([gc.isenabled(), gc.get_freeze_count()]), file=sys.stderr)
+atexit.register(report)
+"""
+
+#: Runs the CLI as the console script does: ``main()``, the arguments from ``sys.argv``.
+_RUN_AS_SCRIPT = (
+    _REPORT_GC_AT_EXIT
+    + """
+from rpquery.cli import main
+sys.argv[0] = "rpquery"
+main()
+"""
+)
+
+#: Runs ``main(args)`` as a caller's process would (and goes on).
+_RUN_CLI_WITH_ARGS = (
+    _REPORT_GC_AT_EXIT
+    + """
+from rpquery.cli import main
+try:
+    main(sys.argv[1:], prog_name="rpquery")
+except SystemExit as exit:
+    assert not exit.code, exit.code
+"""
+)
+
+
+def gc_at_exit(code: str, *args: str) -> tuple[bool, int]:
+    """Whether the collector was on at exit, and how many objects were frozen."""
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    )
+    enabled, frozen = json.loads(out.stderr.strip().splitlines()[-1])
+    return enabled, frozen
+
+
+def test_a_one_off_command_freezes_what_is_alive_at_exit(current_sqlite: str) -> None:
+    """The entry point freezes the imports' objects and everything at exit (tens of
+    thousands: SQLAlchemy alone makes more), with the collector on again for the command."""
+    query = ("--db", current_sqlite, "candidates", "resources=VCPU:1&limit=2", "--json")
+    enabled, frozen = gc_at_exit(_RUN_AS_SCRIPT, *query)
+    assert enabled and frozen > 50_000
+    _, frozen_help = gc_at_exit(_RUN_AS_SCRIPT, "--help")
+    assert frozen_help > 1_000
+
+
+def test_main_with_arguments_leaves_the_collector_alone(current_sqlite: str) -> None:
+    """A caller's process goes on after ``main(args)`` (a test, click's runner): nothing
+    frozen, the collector on."""
+    query = ("--db", current_sqlite, "candidates", "resources=VCPU:1&limit=2", "--json")
+    assert gc_at_exit(_RUN_CLI_WITH_ARGS, *query) == (True, 0)
+    assert gc_at_exit(_RUN_CLI_WITH_ARGS, "--help") == (True, 0)
+
+
+def test_python_m_rpquery_is_a_one_off_process(current_sqlite: str) -> None:
+    code = _RUN_AS_SCRIPT.replace("from rpquery.cli import main", "import runpy").replace(
+        "main()", 'runpy.run_module("rpquery", run_name="__main__")'
+    )
+    _, frozen = gc_at_exit(code, "--db", current_sqlite, "usages", "project_id=p", "--json")
+    assert frozen > 50_000
+
+
+def test_the_command_closes_its_connections(current_sqlite: str) -> None:
+    """The database a command opened is disposed of when it ends: its pooled connection
+    is closed then, not left to the collector (frozen at exit in a one-off process)."""
+    obj: dict[str, object] = {}
+    result = CliRunner().invoke(
+        main, ["--db", current_sqlite, "candidates", "resources=VCPU:1&limit=2", "--json"], obj=obj
+    )
+    assert result.exit_code == 0, result.output
+    db = obj["db"]
+    assert isinstance(db, Database)
+    assert db.engine.pool.checkedin() == 0  # a fresh pool: the used one was disposed of
+    assert gc.isenabled() and gc.get_freeze_count() == 0

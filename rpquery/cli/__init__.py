@@ -8,6 +8,8 @@ module only when one of its commands runs, and ``rpquery --help`` lists them fro
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import os
 from collections.abc import Callable, Sequence
@@ -119,7 +121,24 @@ SKIPPED_FEATURES: dict[str, str] = {}
 class LazyGroup(click.Group):
     """A group whose feature commands are imported on first use: looking a command up
     imports its module (and attaches all of that module's commands); listing them for
-    ``--help`` uses :data:`COMMAND_MODULES` and imports nothing."""
+    ``--help`` uses :data:`COMMAND_MODULES` and imports nothing.
+
+    Called as the process's entry point (the ``rpquery`` console script and ``python -m
+    rpquery``: no ``args``, standalone mode, so the process exits once the command is
+    done), it keeps Python's cyclic garbage collector out of a one-off command's way
+    (:func:`_one_off_process`)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if args is None and standalone_mode:
+            _one_off_process()
+        return super().main(args, prog_name, complete_var, standalone_mode, **extra)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *COMMAND_MODULES})
@@ -191,6 +210,7 @@ def main(
     log_level: str,
 ) -> None:
     """Placement-compatible placement queries on SQLite, PostgreSQL and MariaDB."""
+    _imports_done()
     ctx.ensure_object(dict)
     ctx.call_on_close(configure_logging(log_level.lower()))
     replicas = [u for given in replica_urls for u in split_urls(given)] or split_urls(
@@ -303,6 +323,35 @@ def db_check(repair: bool, as_json: bool) -> None:
     stale = any(entry.get("after_repair", entry["differences"]) for entry in report.values())
     if stale or charset:
         raise SystemExit(1)
+
+
+#: Whether this process runs one command and exits (:func:`_one_off_process`).
+_ONE_OFF = {"process": False}
+
+
+def _one_off_process() -> None:
+    """This process runs one command, then exits: Python's cyclic garbage collector is
+    off while the command's modules import (SQLAlchemy and the read path make ~50,000
+    objects, all alive, that collections would walk in vain), and everything alive at
+    exit is frozen (``gc.freeze``) so that the interpreter's shutdown does not walk it
+    again (a query's ~80,000 objects: ~60 ms of CPU) to free memory the process is about
+    to give back anyway. Objects are
+    still freed by their reference counts, exit hooks still run; the database's
+    connections are closed by ``dispose`` when the command ends
+    (:func:`rpquery.cli._common.get_db`), not left to a collection. Start-up: see
+    docs/benchmarks.md, section Start-up."""
+    _ONE_OFF["process"] = True
+    gc.disable()
+    atexit.register(gc.freeze)
+
+
+def _imports_done() -> None:
+    """Once the command is looked up (its module imported), a one-off process collects
+    garbage again (a long command, ``load`` or ``serve``, makes some), with what the
+    imports made frozen: no collection walks it."""
+    if _ONE_OFF["process"] and not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _load_feature(name: str) -> None:

@@ -90,6 +90,7 @@ def get_db(ctx: click.Context | None = None) -> Database:
             replicas=obj.get("replica_urls", ()),
             max_replica_lag=obj.get("max_replica_lag", 5.0),
         )
+        root.call_on_close(db.dispose)  # connections closed when the command ends
         _log.debug(
             "database %s%s",
             db.url.render_as_string(hide_password=True),
