@@ -11,6 +11,9 @@
 # GALERA_SYNC_WAIT sets the nodes' default wsrep_sync_wait (default 0: off); the tests'
 # `galera` backend uses 7 (reads, updates/deletes and inserts wait until the node has
 # applied every write set committed anywhere before), see docs/deployment.md.
+# GALERA_KEEP=1 makes `down` stop the nodes but keep $GALERA_DIR (data, the nodes'
+# error logs node*.err, their configs), e.g. to read what a failed test run left;
+# `up` still starts from an empty directory.
 set -euo pipefail
 
 DIR=${GALERA_DIR:-/tmp/rpquery-galera}
@@ -145,6 +148,10 @@ cmd_down() {
             kill -9 "$pid" 2>/dev/null || true
         fi
     done
+    if [[ ${GALERA_KEEP:-0} == 1 ]]; then
+        echo "galera: down (kept $DIR: GALERA_KEEP=1)"
+        return 0
+    fi
     rm -rf "$DIR"
     echo "galera: down"
 }

@@ -17,6 +17,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import sqlalchemy as sa
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "galera.sh"
 PROXY = ROOT / "scripts" / "roundrobin_proxy.py"
@@ -46,7 +48,8 @@ def free_ports() -> dict[str, str]:
 class GaleraCluster:
     """``up()`` starts the three nodes (one retry from scratch on a loaded machine) and,
     with ``proxy=True``, the round-robin proxy; ``stop()`` stops both and deletes the
-    data. ``sync_wait`` is the nodes' default ``wsrep_sync_wait``."""
+    data (kept with ``GALERA_KEEP=1`` in the environment: scripts/galera.sh).
+    ``sync_wait`` is the nodes' default ``wsrep_sync_wait``."""
 
     def __init__(self, label: str, *, sync_wait: int = 0, proxy: bool = False) -> None:
         self.env = {
@@ -105,6 +108,49 @@ class GaleraCluster:
         line = self._proxy.stdout.readline()
         if not line.startswith("ready"):
             raise RuntimeError(f"the round-robin proxy did not start: {line!r}")
+
+    def diagnose(self, schema: str, table: str, probe: str = "") -> str:
+        """What each node says about ``table``'s triggers in ``schema`` and itself, for a
+        failure message: the global ``sql_mode``, each trigger's stored ``sql_mode`` and
+        the MD5 of its body (information_schema.TRIGGERS), the node's state, what
+        ``probe`` (a write firing the triggers) does there in a rolled-back transaction,
+        and the error lines of its log (``node*.err``, deleted by ``down`` unless
+        ``GALERA_KEEP=1``). Never raises: a node that does not answer says why."""
+        out = [f"galera dir {self.env['GALERA_DIR']}"]
+        for n, url in enumerate(self.urls(), 1):
+            try:
+                engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+                with engine.connect() as conn:
+                    mode = conn.exec_driver_sql("SELECT @@GLOBAL.sql_mode").scalar()
+                    state = conn.exec_driver_sql(
+                        "SHOW STATUS LIKE 'wsrep_local_state_comment'"
+                    ).one()[1]
+                    rows = conn.exec_driver_sql(
+                        "SELECT trigger_name, sql_mode, MD5(action_statement) "
+                        "FROM information_schema.TRIGGERS "
+                        "WHERE trigger_schema = %s AND event_object_table = %s ORDER BY 1",
+                        (schema, table),
+                    ).all()
+                    tried = "no probe"
+                    if probe:
+                        conn.exec_driver_sql(f"USE {schema}")
+                        try:
+                            conn.exec_driver_sql(probe)
+                            tried = "probe ok"
+                        except sa.exc.DBAPIError as error:
+                            tried = f"probe failed: {error.orig!r}"
+                        conn.rollback()
+                engine.dispose()
+                out.append(f"node{n}: {state}, global sql_mode {mode!r}, {tried}")
+                for trigger_mode in sorted({r[1] for r in rows}):
+                    bodies = [f"{r[0]} {r[2][:8]}" for r in rows if r[1] == trigger_mode]
+                    out.append(f"  triggers {', '.join(bodies)}: sql_mode {trigger_mode!r}")
+            except Exception as error:  # noqa: BLE001 - a failure message's own reading
+                out.append(f"node{n}: {type(error).__name__}: {error}")
+            log = Path(self.env["GALERA_DIR"], f"node{n}.err")
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            out += [f"  log {line}" for line in lines if "[ERROR]" in line][-20:]
+        return "\n".join(out)
 
     def down(self) -> None:
         subprocess.run(

@@ -434,3 +434,38 @@ def test_the_trigger_kept_summaries_replicate_row_based(nodes: list[str]) -> Non
         assert verify_provider_usages(reader) == []
         assert verify_usage_summary(reader) == []
         reader.dispose()
+
+
+# ------------------------------------------------------------------ diagnostics
+
+
+def test_a_failure_message_says_what_each_node_holds(
+    cluster: GaleraCluster, nodes: list[str]
+) -> None:
+    """What the stalled-node run appends to its failure message (docs/deployment.md):
+    each node's state, the stored ``sql_mode`` of the triggers (rpquery's sessions'
+    TRADITIONAL, the same on every node: TOI runs the DDL with the sender's mode) and
+    what a write firing them does there."""
+    from tests.reliability.test_contention import PROBE
+
+    told = cluster.diagnose(sa.make_url(nodes[0]).database or "", "allocations", PROBE)
+    assert told.count("Synced") == 3, told
+    assert told.count(", probe ok") == 3, told
+    lines = [line for line in told.splitlines() if "rpq_usage_alloc_insert" in line]
+    assert len(lines) == 3 and all("TRADITIONAL" in line for line in lines), told
+
+
+def test_galera_keep_leaves_the_data_directory(tmp_path: Path) -> None:
+    """``GALERA_KEEP=1``: ``scripts/galera.sh down`` keeps ``GALERA_DIR`` (the nodes'
+    logs of a failed run); without it the directory goes."""
+    script = ROOT / "scripts" / "galera.sh"
+    for keep, kept in (("1", True), ("", False)):
+        data = tmp_path / f"keep{keep or 0}"
+        data.mkdir()
+        (data / "node2.err").write_text("a log\n")
+        env = {**os.environ, "GALERA_DIR": str(data), "GALERA_KEEP": keep}
+        done = subprocess.run(
+            ["bash", str(script), "down"], env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert (data / "node2.err").exists() is kept, done.stdout
