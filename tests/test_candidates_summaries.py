@@ -317,9 +317,9 @@ def test_usage_counts(db: Database, trees: dict[str, Ref]) -> None:
 def test_summary_statement_compiles_per_backend(db: Database) -> None:
     """Both forms of the providers' statement run on the backend (no rows)."""
     with db.engine.connect() as conn:
-        for written in (False, True):
-            assert ex.driver_rows(conn, ex.SUMMARY[written], {"tree_ids": []}) == []
-        stmt = ex.SUMMARY_INVENTORIES_OF
+        for stmt in (ex.summary_providers(), ex._summary(0)):
+            assert ex.driver_rows(conn, stmt, {"tree_ids": []}) == []
+        stmt = ex.summary_inventories_of()
         assert ex.driver_rows(conn, stmt, {"summary_ids": [-1]}) == []
         assert conn.execute(sa.select(sa.literal(1))).scalar() == 1
 
@@ -339,7 +339,7 @@ def test_summary_rows_as_one_json_text_are_the_rows(
         odd = provider(conn, 'o"d\\d \x1e\x1f;:, ü名', inventory={"VCPU": 1}, traits=["HW_Z"])
     roots = {trees["cn"].id, trees["huge"].id, odd.id}
     params: dict[str, Any] = {"tree_ids": sorted(roots)}
-    stmts = [ex.SUMMARY[False], ex.SUMMARY[True]]
+    stmts = [ex.summary_providers(), ex._summary(0)]
 
     def both(conn: sa.Connection) -> list[tuple[list[Any], list[Any]]]:
         return [

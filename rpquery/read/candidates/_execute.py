@@ -50,21 +50,52 @@ SHARING_IDS = ids_param("sharing_ids")
 #: the list is empty (PostgreSQL, MySQL: ``NOT IN (NULL) AND (1 != 1)``, always false)
 SHARING_EXEMPT = ids_param("sharing_exempt")
 EXCLUDE_IDS = ids_param("exclude_ids")
-#: The summaries' providers, without and with their resources written as JSON (these
-#: name classes by a join; :func:`fetch_summaries` binds their names: :func:`_summary`)
-SUMMARY = {written: q.summary_stmt("tree_ids", resources=written) for written in (False, True)}
 #: At most this many classes are named by bound values in a written summary (the lowest
 #: ids: the standard classes); any other is looked up per inventory
 SUMMARY_NAMED = 64
-SUMMARY_INVENTORIES = q.summary_inventories_stmt("tree_ids")
-SUMMARY_INVENTORIES_OF = q.summary_inventories_of("summary_ids")
-SUMMARY_TRAIT_NAMES = q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
-#: The summaries' providers without their trait ids, and every provider's trait ids as
-#: one text (MySQL/MariaDB, summaries of nearly the whole cloud: :func:`fetch_summaries`)
-SUMMARY_UNTRAITED = q.summary_stmt(None, trait_ids=False)
-EVERY_TRAIT_TEXT = q.every_trait_text_stmt()
-#: how its text begins on every backend (statement counts in tests)
+#: how the text of :func:`every_trait_text` begins on every backend (statement counts
+#: in tests)
 EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
+
+# The fixed statements below are built on first use, each once (``functools.cache``):
+# a one-off command builds only those it sends (start-up, docs/benchmarks.md).
+
+
+@functools.cache
+def summary_providers() -> sa.Select:
+    """The summaries' providers of the trees ``tree_ids``, their resources not written
+    (:func:`fetch_summaries`; written: :func:`_summary`)."""
+    return q.summary_stmt("tree_ids")
+
+
+@functools.cache
+def summary_inventories() -> sa.Select:
+    return q.summary_inventories_stmt("tree_ids")
+
+
+@functools.cache
+def summary_inventories_of() -> sa.Select:
+    return q.summary_inventories_of("summary_ids")
+
+
+@functools.cache
+def summary_trait_names() -> sa.Select:
+    return q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
+
+
+@functools.cache
+def summary_untraited() -> sa.Select:
+    """The summaries' providers without their trait ids, of every tree, with
+    :func:`every_trait_text` (MySQL/MariaDB, summaries of nearly the whole cloud:
+    :func:`fetch_summaries`)."""
+    return q.summary_stmt(None, trait_ids=False)
+
+
+@functools.cache
+def every_trait_text() -> sa.Select:
+    """Every provider's trait ids as one text (:func:`every_trait_texts`)."""
+    return q.every_trait_text_stmt()
+
 
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
 
@@ -1050,7 +1081,9 @@ class Sharing:
     rc_ids: frozenset[int]
 
 
-_SHARING = {any_class: q.sharing_of(Binds(), any_class=any_class) for any_class in (False, True)}
+@functools.cache
+def _sharing(any_class: bool) -> sa.Select:
+    return q.sharing_of(Binds(), any_class=any_class)
 
 
 def _any_class(req: CandidatesRequest) -> bool:
@@ -1060,7 +1093,7 @@ def _any_class(req: CandidatesRequest) -> bool:
 
 def _sharing_query(req: CandidatesRequest, names: q.Names) -> tuple[sa.Select, dict[str, Any]]:
     rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
-    return _SHARING[_any_class(req)], {"sharing_trait": names.sharing_trait, "sharing_rcs": rc_ids}
+    return _sharing(_any_class(req)), {"sharing_trait": names.sharing_trait, "sharing_rcs": rc_ids}
 
 
 def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Names, Sharing]:
@@ -1137,11 +1170,13 @@ def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[i
     providers in play (without them the group statement has excluded everything)."""
     if g.is_granular or not g.forbidden_aggs or not col.shared_with:
         return frozenset()
-    rows = driver_rows(run.conn, _ROOTS_IN, {"roots_in": sorted(g.forbidden_aggs)})
+    rows = driver_rows(run.conn, _roots_in(), {"roots_in": sorted(g.forbidden_aggs)})
     return frozenset(int(root) for (root,) in rows)
 
 
-_ROOTS_IN = q.roots_in_aggregates_stmt(ids_param("roots_in"))
+@functools.cache
+def _roots_in() -> sa.Select:
+    return q.roots_in_aggregates_stmt(ids_param("roots_in"))
 
 
 def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
@@ -1380,26 +1415,27 @@ def fetch_summaries(
         providers = read(conn, _summary(len(named)), params)
     else:
         if texts is None:
-            providers = read(conn, SUMMARY[False], params)
+            providers = read(conn, summary_providers(), params)
         else:  # every provider (no list of thousands of trees to render), kept here
-            providers = [row for row in read(conn, SUMMARY_UNTRAITED, {}) if row[4] in root_ids]
+            every = read(conn, summary_untraited(), {})
+            providers = [row for row in every if row[4] in root_ids]
     if not written:
         inventory_rows = (
-            driver_rows(conn, SUMMARY_INVENTORIES, params) if inventory is None else None
+            driver_rows(conn, summary_inventories(), params) if inventory is None else None
         )
     else:
         unwritten = [row[0] for row in providers if row[5] is None]
         inventory_rows = []
         if unwritten:
             ids = {"summary_ids": unwritten}
-            inventory_rows = driver_rows(conn, SUMMARY_INVENTORIES_OF, ids)
+            inventory_rows = driver_rows(conn, summary_inventories_of(), ids)
     column = None if texts is None else [texts.get(row[0]) for row in providers]
     trait_texts = set(column if column is not None else [row[-1] for row in providers])
     trait_texts.discard(None)
     trait_ids = sorted({int(t) for text in trait_texts for t in text.split(",")})
     trait_names: dict[int, str] = {}
     if trait_ids:
-        rows = driver_rows(conn, SUMMARY_TRAIT_NAMES, {"summary_trait_ids": trait_ids})
+        rows = driver_rows(conn, summary_trait_names(), {"summary_trait_ids": trait_ids})
         trait_names = {int(ident): name for ident, name in rows}
     return SummaryRows.from_driver(
         providers,
@@ -1417,7 +1453,7 @@ def every_trait_texts(conn: Connection) -> dict[int, str] | None:
     (:func:`~._sql.every_trait_text_stmt`); ``None`` when the text came back cut short
     (fewer providers than counted, no JSON, ``NULL`` past ``max_allowed_packet``): the
     caller reads them per provider instead."""
-    ((count, text),) = driver_rows(conn, EVERY_TRAIT_TEXT, {})
+    ((count, text),) = driver_rows(conn, every_trait_text(), {})
     if not count:
         return {}
     try:
@@ -1439,12 +1475,14 @@ def _summary(named: int) -> sa.Select:
 def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
     """Uuids of providers outside the summarised trees (an anchor that only sharing
     providers served): ``SELECT id, uuid FROM resource_providers WHERE id IN (:ids)``."""
-    return {int(ident): uuid for ident, uuid in conn.execute(_UUIDS, {"uuid_ids": sorted(ids)})}
+    rows = conn.execute(_uuids(), {"uuid_ids": sorted(ids)})
+    return {int(ident): uuid for ident, uuid in rows}
 
 
-_UUIDS = sa.select(resource_providers.c.id, resource_providers.c.uuid).where(
-    resource_providers.c.id.in_(ids_param("uuid_ids"))
-)
+@functools.cache
+def _uuids() -> sa.Select:
+    rp = resource_providers
+    return sa.select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(ids_param("uuid_ids")))
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
