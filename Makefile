@@ -64,7 +64,7 @@ test-galera-writes: $(STAMP) ## Only the write-path and concurrency suites (GALE
 galera-up: ## Start a 3-node MariaDB Galera cluster on 127.0.0.1:4406-4408 (scripts/galera.sh; root)
 	bash scripts/galera.sh up
 
-galera-down: ## Stop the Galera cluster and delete its data
+galera-down: ## Stop the Galera cluster and delete its data (GALERA_KEEP=1: keep it, with the nodes' logs)
 	bash scripts/galera.sh down
 
 galera-status: ## State of each Galera node
