@@ -5,7 +5,8 @@ imported, not of timing; the times are in ``make bench``, docs/benchmarks.md).
 - ``import rpquery`` and ``rpquery --help``: no SQLAlchemy, Alembic, rich, os_traits, web
   stack, and no feature module of the CLI (the group lists them from ``COMMAND_MODULES``).
 - a one-off query on a current SQLite database: the read path only — no Alembic, no web
-  stack, no other backend's SQLAlchemy dialect, no feature it does not use.
+  stack, no other backend's SQLAlchemy dialect, no feature it does not use; importing the
+  read path builds no statement (each is built on first use).
 - the process's entry point (console script, ``python -m rpquery``) freezes what is alive
   at exit (``gc.freeze``: no collection walks it at shutdown) and runs the command with
   the collector on; ``main`` called with arguments (tests, click's runner) leaves the
@@ -133,6 +134,42 @@ def test_a_candidates_query_loads_only_the_read_path(current_sqlite: str, query:
     assert {"rpquery.cli.queries", "rpquery.read.candidates", "sqlite3"} <= modules
     assert "sqlalchemy.dialects.sqlite" in modules
     assert within(modules, NOT_FOR_A_QUERY) == []
+
+
+#: Imports the modules of the queries (candidates, providers, explain, why, headroom,
+#: usages), then prints the kinds of SQLAlchemy statements alive, as JSON.
+_STATEMENTS_AFTER_IMPORT = """
+import collections, gc, json
+import rpquery.cli.core, rpquery.cli.queries, rpquery.cli.why
+from sqlalchemy.sql.selectable import CompoundSelect, Select
+kinds = collections.Counter(
+    type(o).__name__ for o in gc.get_objects() if isinstance(o, (Select, CompoundSelect))
+)
+print(json.dumps(kinds))
+"""
+
+
+def test_importing_the_read_path_builds_no_statement() -> None:
+    """The read path's fixed statements are built on first use (``functools.cache``'d
+    builders such as ``_execute.summary_providers``), not at import: a one-off command
+    builds only those it sends."""
+    out = subprocess.run(
+        [sys.executable, "-c", _STATEMENTS_AFTER_IMPORT],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {}
+
+
+def test_the_check_sees_a_statement_built_at_import() -> None:
+    """The check above is real: a statement built at import is seen."""
+    code = _STATEMENTS_AFTER_IMPORT.replace(
+        "import rpquery.cli.core,",
+        "import rpquery.read.candidates._execute as ex; ex.summary_providers(); import",
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert sum(json.loads(out.stdout.strip().splitlines()[-1]).values()) >= 1
 
 
 def test_usages_on_a_current_database_loads_no_alembic(current_sqlite: str) -> None:

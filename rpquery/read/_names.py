@@ -8,6 +8,7 @@ Allocation candidates (:mod:`rpquery.read.candidates`) and provider lists
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,8 +59,11 @@ def names_stmt(
     return sa.union_all(rcs, trs)  # type: ignore[return-value]
 
 
-#: Every class and the request's traits (names bound at execution): built once.
-_EVERY_CLASS = names_stmt(None, ids_param("trait_names"))
+@functools.cache
+def _every_class() -> Select:
+    """Every class and the request's traits (names bound at execution): built once, on
+    first use."""
+    return names_stmt(None, ids_param("trait_names"))
 
 
 def resolve_names(
@@ -77,7 +81,7 @@ def resolve_names(
     trait's id, with one statement built once for every request."""
     rcs, trs = set(rc_names), set(trait_names)
     if every_class:
-        rows = conn.execute(_EVERY_CLASS, {"trait_names": sorted({*trs, SHARING_TRAIT})})
+        rows = conn.execute(_every_class(), {"trait_names": sorted({*trs, SHARING_TRAIT})})
     else:
         rows = conn.execute(names_stmt(sorted(rcs), sorted(trs)))
     every_rc: dict[str, int] = {}
