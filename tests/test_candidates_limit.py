@@ -31,6 +31,15 @@ from rpquery.store.tables import resource_providers
 from tests import test_candidates_property as prop
 from tests.factories import Ref, allocate, provider
 
+
+@pytest.fixture(autouse=True)
+def walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These small clouds are walked batch by batch, as a big cloud is (not read in one
+    batch: :attr:`~rpquery.read.candidates._execute.Batches.ONE_BATCH`), except in the
+    tests of that rule."""
+    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
+
+
 AGG = "a1000000-0000-4000-8000-000000000001"
 OTHER = "a1000000-0000-4000-8000-000000000002"
 SHARING = "MISC_SHARES_VIA_AGGREGATE"
@@ -271,9 +280,7 @@ def test_learnt_rates_are_bounded_and_only_the_oldest_goes() -> None:
         ex._remember(("bounded", i), 2.0)
     assert len(hints) == hints.size
     # 100 candidates at 2 per root: 53 roots and 10; the oldest is back to limit + 10
-    assert ex.Batches(100, randomize=False, key=("bounded", 0)).first() == ex.Batch(
-        110, walk=True
-    )
+    assert ex.Batches(100, randomize=False, key=("bounded", 0)).first() == ex.Batch(110, walk=True)
     for i in (1, hints.size // 2, hints.size):
         assert ex.Batches(100, randomize=False, key=("bounded", i)).first() == ex.Batch(
             63, walk=True
@@ -396,8 +403,11 @@ def test_whole_number_rows_as_one_text_are_the_rows(
             with tiny.engine.connect() as short:
                 got = ex.select_roots(short, req, names, (), ex.Batch(30, walk=True)).ids
                 assert got == plain and len(plain) == 30
-                texts = ex.driver_rows(short, ex._ids_text(ex.roots_query(
-                    req, names, (), ex.Batch(30, walk=True))[0]), {"batch_limit": 30})
+                texts = ex.driver_rows(
+                    short,
+                    ex._ids_text(ex.roots_query(req, names, (), ex.Batch(30, walk=True))[0]),
+                    {"batch_limit": 30},
+                )
                 assert len(texts[0][2]) < 30  # it was cut
         finally:
             tiny.dispose()

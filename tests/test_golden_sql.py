@@ -185,14 +185,15 @@ def test_sharing_statement(dialect: Dialect) -> None:
 def test_names_and_sharing_are_one_statement(dialect: Dialect) -> None:
     """The first statement of a candidates request: sharing pairs (the trait and the
     classes looked up by name, no join of their tables), every class, the request's
-    traits, and on PostgreSQL the session's ``jit = off`` in a branch with no row."""
+    traits, the roots' count when asked for (``count_roots``), and on PostgreSQL the
+    session's ``jit = off`` in a branch with no row."""
     settings = dialects.read_settings(dialect.name)
     fenced = dialects.backend(dialect.name).fences_sharing
     stmt = q.names_sharing_of(
         settings=None if settings is None else sa.literal_column(settings, sa.String),
         fenced=fenced,
     )
-    values = {"trait_names": ["CUSTOM_GPU"], "sharing_rc_names": ["DISK_GB"]}
+    values = {"trait_names": ["CUSTOM_GPU"], "sharing_rc_names": ["DISK_GB"], "count_roots": 0}
     text = sql(stmt.params(sharing_trait_name=q.SHARING_TRAIT, **values), dialect)
     if fenced:  # PostgreSQL: the sharing providers planned apart
         assert text.startswith(
@@ -217,9 +218,14 @@ def test_names_and_sharing_are_one_statement(dialect: Dialect) -> None:
     )
     assert " UNION ALL SELECT resource_classes.name AS name, resource_classes.id AS id" in text
     assert "FROM traits WHERE traits.name IN (" in text
+    # the count's condition a constant the planners fold (no scan when it is false)
+    assert (
+        " UNION ALL SELECT NULL AS name, count(*) AS id, NULL AS root, NULL AS rc "
+        "FROM resource_providers WHERE resource_providers.parent_provider_id IS NULL AND "
+    ) in text
     has_settings = text.endswith("WHERE set_config('jit', 'off', false) IS NULL")
     assert has_settings == (dialect.name == "postgresql"), text
-    assert text.count(" UNION ALL ") == (3 if has_settings else 2)
+    assert text.count(" UNION ALL ") == (4 if has_settings else 3)
 
 
 TREES_CLAUSE = {

@@ -80,7 +80,8 @@ def test_a_read_logs_one_debug_line_with_its_statements_and_timings(
     assert line is not None, record.getMessage()
     assert (line["what"], line["kind"], line["outcome"]) == ("allocation_candidates", "read", None)
     event: BatchEvent = record.rpquery_batch  # type: ignore[attr-defined]
-    assert event.statements == int(line["n"]) == counter.count >= 4
+    # names, the group, the summaries (a small cloud: one batch, no roots statement)
+    assert event.statements == int(line["n"]) == counter.count >= 3
     assert 0 < event.database_seconds <= event.seconds
     assert float(line["ms"]) == pytest.approx(event.seconds * 1000, abs=0.01)
 

@@ -198,6 +198,7 @@ def test_fenced_sharing_pairs_are_the_same_rows(db: Database, any_class: bool) -
         "trait_names": ["CUSTOM_GPU", q.SHARING_TRAIT],
         "sharing_trait_name": q.SHARING_TRAIT,
         "sharing_rc_names": ["DISK_GB", "VCPU"],
+        "count_roots": 1,
     }
     rows = []
     with db.connect() as conn:
@@ -205,17 +206,26 @@ def test_fenced_sharing_pairs_are_the_same_rows(db: Database, any_class: bool) -
             stmt = q.names_sharing_of(any_class=any_class, fenced=fenced)
             rows.append(sorted(map(tuple, ex.driver_rows(conn, stmt, params)), key=repr))
     assert rows[0] == rows[1]
-    pairs = [r for r in rows[0] if r[0] is None]
+    # the roots' count: 5 providers, none with a parent
+    assert [r for r in rows[0] if r[0] is None and r[2] is None] == [(None, 5, None, None)]
+    pairs = [r for r in rows[0] if r[0] is None and r[2] is not None]
     # disk shares with the 4 trees of agg; with any class ip (2 trees) and bare (4) too
     assert len(pairs) == (10 if any_class else 4), pairs
 
 
-def test_a_request_sends_few_statements(db: Database) -> None:
+@pytest.mark.parametrize("walk", [False, True], ids=["small", "walked"])
+def test_a_request_sends_few_statements(
+    db: Database, walk: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Round trips, not only statements, are what a small request waits for: names and
-    sharing pairs are one statement (with PostgreSQL's session settings folded in), then
-    the anchor roots (with ``limit``), one statement per group and the two summary
-    statements; on PostgreSQL the read runs in autocommit mode (no ``BEGIN`` and
-    ``ROLLBACK`` around it, which the statement count does not see)."""
+    sharing pairs are one statement (with PostgreSQL's session settings folded in, and
+    the roots' count), then the anchor roots (with ``limit``, on a cloud walked batch by
+    batch: not on a small one, read in one batch), one statement per group (merged on a
+    server) and the summaries' one statement (a small answer); on PostgreSQL the read
+    runs in autocommit mode (no ``BEGIN`` and ``ROLLBACK`` around it, which the
+    statement count does not see)."""
+    if walk:  # as a cloud of more than ONE_BATCH roots is
+        monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
     agg = "11111111-2222-4333-8444-555555555555"
     with db.begin() as conn:
         provider(conn, "host", inventory={"VCPU": 4, "MEMORY_MB": 2048}, aggregates=[agg])
@@ -228,11 +238,15 @@ def test_a_request_sends_few_statements(db: Database) -> None:
         levels.append(conn.get_execution_options().get("isolation_level"))
 
     sa.event.listen(db.engine, "before_cursor_execute", seen)
+    server = dialects.backend(db.dialect_name).on_server
     expected = {
-        # names and sharing, anchor roots, the group (then the summaries' statements)
-        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&limit=2": 3,
+        # names and sharing, anchor roots (walked), the group (then the summaries')
+        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&limit=2": 3 if walk else 2,
         "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10": 2,
-        "resources=VCPU:1&resources1=MEMORY_MB:512&group_policy=none": 3,
+        # two groups: one statement on a server, for a small cloud's every root
+        "resources=VCPU:1&resources1=MEMORY_MB:512&group_policy=none": (
+            3 if walk or not server else 2
+        ),
         "resources=VCPU:8": 2,  # no candidate: no summaries
     }
     for qs, count in expected.items():
@@ -250,12 +264,15 @@ def test_a_request_sends_few_statements(db: Database) -> None:
         assert bool(summaries) == bool(answer.allocation_requests), counter.statements
         mine = counter.statements[: summaries[0]] if summaries else counter.statements
         assert len(mine) == count, (qs, counter.statements)
+        # a small answer's summaries: one statement (providers, inventories, traits)
+        assert len(counter.statements) - len(mine) == (1 if summaries else 0), qs
         assert "AS sinv" in counter.statements[0] and "FROM traits" in counter.statements[0]
         roots = counter.statements[1]
         # the roots as rows, or as one text of them (MySQL/MariaDB)
         as_rows = roots.lstrip().startswith("SELECT root.id")
         as_text = "GROUP_CONCAT(r.id) AS" in roots and "FROM (SELECT root.id" in roots
-        assert ("limit" in qs) == (as_text if db.dialect_name == "mysql" else as_rows), roots
+        walked = walk and "limit" in qs
+        assert walked == (as_text if db.dialect_name == "mysql" else as_rows), roots
         if "DISK_GB" in qs:
             assert len(answer.allocation_requests) == 1
             (ar,) = answer.allocation_requests
@@ -265,12 +282,16 @@ def test_a_request_sends_few_statements(db: Database) -> None:
         assert set(levels) == ({"AUTOCOMMIT"} if autocommit else {None}), qs
 
 
-def test_a_group_nobody_serves_ends_the_batch(db: Database) -> None:
+def test_a_group_nobody_serves_ends_the_batch(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Once a group leaves a slot no provider fills, the batch gives no candidate: the
     groups after it, the unsuffixed group's blocked anchors and local sharing
     providers, and the parent links of ``same_subtree`` are not read (most random
     requests have no candidate). The suffixed groups run first: here the one asking
-    for more than any provider has; the answers are empty on every backend."""
+    for more than any provider has; the answers are empty on every backend. (A small
+    cloud's groups go to a server as one statement: this one is read as a big one.)"""
+    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
     agg = "11111111-2222-4333-8444-555555555555"
     with db.begin() as conn:
         host = provider(conn, "host", inventory={"VCPU": 4, "MEMORY_MB": 2048})
@@ -303,9 +324,10 @@ def test_a_group_nobody_serves_ends_the_batch(db: Database) -> None:
 
 
 def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) -> None:
-    """With its roots restricted (``limit``), a batch's group statements and parent
-    links go to a database server as one statement (each compiled once, whatever shapes
-    a request combines); SQLite, in the process, runs them apart. The same answers."""
+    """With its roots restricted (``limit``), or every root of a small cloud, a batch's
+    group statements and parent links go to a database server as one statement (each
+    compiled once, whatever shapes a request combines); SQLite, in the process, runs
+    them apart. The same answers."""
     with db.begin() as conn:
         for name, numa in (("one", 1), ("two", 2)):
             host = provider(conn, name, inventory={"MEMORY_MB": 4096})
@@ -327,10 +349,11 @@ def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) ->
     for physnet, hosts in (("A", {"one", "two"}), ("B", {"two"})):
         with db.count_statements() as counter:
             answer = allocation_candidates(db, qs.format(physnet))
-        # names and sharing, roots, 3 group statements and parent links (1 merged on a
-        # server), then the summaries' statements
+        # names and sharing (a small cloud: no roots statement, one batch), 3 group
+        # statements and parent links (1 merged on a server), then the summaries'
         first = next(i for i, s in enumerate(counter.statements) if "rp.uuid" in s[:300])
-        assert first == (3 if server else 6), counter.statements
+        assert first == (2 if server else 5), counter.statements
+        assert len(counter.statements) == first + 1  # a small answer's summaries
         by_uuid = {u: s.name for u, s in answer.provider_summaries.items()}
         got = [sorted(by_uuid[u] for u in ar.allocations) for ar in answer.allocation_requests]
         host = {"one", "two"}

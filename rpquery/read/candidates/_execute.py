@@ -12,6 +12,7 @@ import functools
 import math
 import re
 import threading
+import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ EXCLUDE_IDS = ids_param("exclude_ids")
 #: At most this many classes are named by bound values in a written summary (the lowest
 #: ids: the standard classes); any other is looked up per inventory
 SUMMARY_NAMED = 64
+#: Summaries of at most this many trees come from one statement
+#: (:func:`~._sql.summary_small_stmt`), not two or three
+SUMMARY_SMALL = 64
 #: how the text of :func:`every_trait_text` begins on every backend (statement counts
 #: in tests)
 EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
@@ -191,6 +195,10 @@ class Batches:
       last walk over every root, :data:`_ROOT_COUNT`) say they are at most four times
       that: one batch, not two (most random requests have no candidate, and a small
       cloud's walk would take three batches to find out).
+    - ``limit`` on a small cloud (at most :attr:`ONE_BATCH` roots, or fewer than the
+      first batch would be, as the names statement counted them: :data:`_ROOT_COUNT`):
+      one batch of every root, as without ``limit`` (no roots statement, no next
+      batch; the group statements then run merged: :meth:`_Run.prefetch`).
 
     >>> b = Batches(1000, randomize=False)
     >>> first = b.first(); first
@@ -227,10 +235,26 @@ class Batches:
     #: good as none, no cloud has that many roots
     MOST = 2**31 - 1
 
+    #: a cloud of at most this many roots (:data:`_ROOT_COUNT`) is read in one batch of
+    #: every root, whatever the ``limit``: there the rows of the trees a smaller batch
+    #: would skip cost less than the round trips of a walk (its roots statement, and a
+    #: next batch's two when the first found too few); nor is one whose roots are
+    #: fewer than the first batch would be. ``0``: always walked (tests)
+    ONE_BATCH = 200
+
     def first(self) -> Batch:
         limit = self.limit
         if limit is None:
             return Batch()
+        batch = self._first(limit)
+        count = _ROOT_COUNT.get(self.cloud, ROOT_COUNT_AGE) if self.cloud is not None else None
+        if not self.ONE_BATCH or count is None:
+            return batch
+        if count <= self.ONE_BATCH or count < (batch.limit or 0):
+            return Batch()  # (a stale count only costs time: every root is read)
+        return batch
+
+    def _first(self, limit: int) -> Batch:
         if self.randomize:
             return Batch(min(max(min(2 * limit, limit + 250), 20), self.MOST))
         per_root = _PER_ROOT.get(self.key) if self.key is not None else None
@@ -284,16 +308,21 @@ class Hints:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[Hashable, float] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> float | None:
+    def get(self, key: Hashable, max_age: float | None = None) -> float | None:
+        """The value of ``key``; ``None`` when there is none, or (``max_age``) when it
+        was written more than that many seconds ago."""
         with self._lock:
-            return self._items.get(key)
+            found = self._items.get(key)
+        if found is None or (max_age is not None and time.monotonic() - found[1] > max_age):
+            return None
+        return found[0]
 
     def put(self, key: Hashable, value: float) -> None:
         with self._lock:
-            self._items[key] = value
+            self._items[key] = (value, time.monotonic())
             self._items.move_to_end(key)
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
@@ -311,8 +340,12 @@ _PER_ROOT = Hints(512)
 
 #: roots of each database (its engine's URL), as the last walk over every root in id
 #: order counted them: sizes a walk's batch once none was found (:meth:`Batches.next`).
-#: Only a hint (a stale one costs a batch more or fewer)
+#: Only a hint (a stale one costs a batch more or fewer). The names statement counts
+#: them when the count is missing or older than :data:`ROOT_COUNT_AGE` seconds: a count
+#: that small sends every ``limit`` in one batch (:attr:`Batches.ONE_BATCH`), so a cloud
+#: that grew is seen within that time
 _ROOT_COUNT = Hints(64)
+ROOT_COUNT_AGE = 60.0
 
 
 def _remember(key: Hashable, per_root: float) -> None:
@@ -499,7 +532,9 @@ def _ids_text(stmt: sa.Select) -> sa.Select:
     )
 
 
-def json_rows(conn: Connection, stmt: sa.Select, params: dict[str, Any]) -> list[Any]:
+def json_rows(
+    conn: Connection, stmt: sa.Select | sa.CompoundSelect, params: dict[str, Any]
+) -> list[Any]:
     """Every row of ``stmt`` as a list of its values, read as one JSON text
     (:func:`_json_text`, :func:`~rpquery.store.dialects.rows_as_json`: MySQL/MariaDB,
     whose driver decodes each value in Python) and parsed by orjson: numbers, text and
@@ -525,7 +560,7 @@ def json_rows(conn: Connection, stmt: sa.Select, params: dict[str, Any]) -> list
 
 
 @functools.lru_cache(maxsize=64)
-def _json_text(stmt: sa.Select) -> sa.Select:
+def _json_text(stmt: sa.Select | sa.CompoundSelect) -> sa.Select:
     """``SELECT COUNT(*), JSON_ARRAYAGG(JSON_ARRAY(r.a, r.b, ...)) FROM (<stmt>) AS r``
     (:class:`~rpquery.store.dialects.long_concat_select`; the count tells a text cut
     short), for :func:`json_rows`."""
@@ -782,6 +817,8 @@ class _Run:
     params: dict[str, Any]
     #: rows of statements already run together (:meth:`prefetch`)
     fetched: dict[tuple[object, ...], list[Any]] = dataclasses.field(default_factory=dict)
+    #: whether statements over every root run merged too (a small cloud)
+    small: bool = False
 
     def execute(self, what: BatchStatement, values: dict[str, Any] | None = None) -> Any:
         rows = self.fetched.get(_run_key(what, values))
@@ -799,7 +836,7 @@ class _Run:
 
     def _merges(self) -> bool:
         """Whether this batch's statements run merged (:meth:`prefetch`)."""
-        if self.scope is None or self.conn.dialect.paramstyle != "pyformat":
+        if (self.scope is None and not self.small) or self.conn.dialect.paramstyle != "pyformat":
             return False
         return dialects.backend(self.conn.dialect.name).on_server
 
@@ -809,7 +846,9 @@ class _Run:
         restricted (a ``limit``'s batch, root filters): :meth:`execute` then answers them
         from their rows (:func:`merged_rows`). Not for every root: a whole-cloud answer
         waits for its rows, not its round trips, and merged rows cost the driver a
-        column more each (MariaDB, 5,000 hosts, ``same_subtree``: +8 % CPU)."""
+        column more each (MariaDB, 5,000 hosts, ``same_subtree``: +8 % CPU), unless the
+        cloud is small (``small``: at most :attr:`Batches.ONE_BATCH` roots, where the round
+        trips are most of the time)."""
         if len(parts) < 2 or not self._merges():
             return
         stmts = [
@@ -1105,14 +1144,20 @@ def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Nam
     rcs, trs = set(req.resource_class_names()), set(req.trait_names())
     name = conn.dialect.name
     fenced = dialects.backend(name).fences_sharing
-    stmt, params = _names_sharing_query(req, dialects.read_settings(name), fenced)
+    cloud = conn.engine.url
+    count = _ROOT_COUNT.get(cloud, ROOT_COUNT_AGE) is None
+    stmt, params = _names_sharing_query(req, dialects.read_settings(name), fenced, count)
     every_rc: dict[str, int] = {}
     trait_ids: dict[str, int] = {}
     shared_with: dict[int, set[int]] = defaultdict(set)
     shared_rcs: set[int] = set()
     for name, ident, root, rc in driver_rows(conn, stmt, params):
-        if name is None:  # a sharing pair
-            shared_with[int(root)].add(int(ident))
+        if name is None:
+            if root is None:  # the roots' count (0 when not counted)
+                if count:
+                    _ROOT_COUNT.put(cloud, int(ident))
+                continue
+            shared_with[int(root)].add(int(ident))  # a sharing pair
             if rc is not None:
                 shared_rcs.add(int(rc))
         elif root is None:
@@ -1124,12 +1169,13 @@ def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Nam
 
 
 def _names_sharing_query(
-    req: CandidatesRequest, settings: str | None, fenced: bool = False
+    req: CandidatesRequest, settings: str | None, fenced: bool = False, count: bool = False
 ) -> tuple[sa.CompoundSelect, dict[str, Any]]:
     params = {
         "trait_names": sorted({*req.trait_names(), SHARING_TRAIT}),
         "sharing_trait_name": SHARING_TRAIT,
         "sharing_rc_names": sorted(req.resource_class_names()),
+        "count_roots": int(count),
     }
     return _names_sharing_stmt(_any_class(req), settings, fenced), params
 
@@ -1303,7 +1349,9 @@ def load_groups(
         shared_with = sharing.shared_with
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
     shared = {"sharing_ids": sharing_ids, "sharing_exempt": sharing_ids}
-    run = _Run(conn, names, scope, {**roots.params, **shared})
+    count = _ROOT_COUNT.get(conn.engine.url, ROOT_COUNT_AGE)
+    small = count is not None and count <= Batches.ONE_BATCH
+    run = _Run(conn, names, scope, {**roots.params, **shared}, small=small)
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
     contended = contended_classes(req) if lean else None
@@ -1402,16 +1450,22 @@ def fetch_summaries(
     params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
     as_json = dialects.rows_as_json(conn)
     read = json_rows if as_json else driver_rows
-    every_trait = as_json and not written and cloud_roots is not None
+    small = len(root_ids) <= SUMMARY_SMALL
+    every_trait = as_json and not written and cloud_roots is not None and not small
     if every_trait and 2 * len(root_ids) >= len(set(cloud_roots)):  # type: ignore[arg-type]
         texts = every_trait_texts(conn)
     else:
         texts = None
-    if written:  # class names bound, quoted (no join per inventory)
-        named = sorted(rc_names.items())[:SUMMARY_NAMED]
-        for i, (rc, name) in enumerate(named):
-            params[f"summary_rc{i}"] = rc
-            params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
+    named = sorted(rc_names.items())[:SUMMARY_NAMED] if written else []
+    for i, (rc, name) in enumerate(named):  # class names bound, quoted (no join per inventory)
+        params[f"summary_rc{i}"] = rc
+        params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
+    if small:  # providers, inventories, trait names: one statement
+        with_inventory = not written and inventory is None
+        stmt = _summary_small(written, len(named), with_inventory)
+        rows = read(conn, stmt, params)
+        return _small_summaries(conn, rows, rc_names, inventory, written, with_inventory)
+    if written:
         providers = read(conn, _summary(len(named)), params)
     else:
         if texts is None:
@@ -1463,6 +1517,47 @@ def every_trait_texts(conn: Connection) -> dict[int, str] | None:
     if not isinstance(pairs, list) or len(pairs) != count:
         return None
     return dict(pairs)
+
+
+def _small_summaries(
+    conn: Connection,
+    rows: Sequence[Sequence[Any]],
+    rc_names: Mapping[int, str],
+    inventory: Sequence[Sequence[Any]] | None,
+    written: bool,
+    with_inventory: bool,
+) -> SummaryRows:
+    """:class:`SummaryRows` of :func:`~._sql.summary_small_stmt`'s rows: a provider's
+    has a uuid, an inventory's neither a uuid nor a name, a trait's a name only. The
+    inventory rows of providers whose resources the database did not write come from
+    one more statement, as in :func:`fetch_summaries`."""
+    providers: list[Sequence[Any]] = []
+    inventory_rows: list[tuple[Any, ...]] = []
+    trait_names: dict[int, str] = {}
+    for row in rows:
+        if row[1] is not None:
+            providers.append(row[:-1] if with_inventory else row)
+        elif row[2] is not None:
+            trait_names[int(row[0])] = row[2]
+        else:  # (provider, class, capacity, used)
+            inventory_rows.append((row[0], row[3], row[-1], row[4]))
+    unwritten = [row[0] for row in providers if row[5] is None] if written else []
+    if unwritten:
+        inventory_rows = driver_rows(conn, summary_inventories_of(), {"summary_ids": unwritten})
+    return SummaryRows.from_driver(
+        providers,
+        inventory_rows if inventory is None else None,
+        trait_names,
+        rc_names,
+        inventory_columns=inventory,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _summary_small(written: bool, named: int, inventories: bool) -> sa.CompoundSelect:
+    return q.summary_small_stmt(
+        "tree_ids", resources=written, named=named, inventories=inventories
+    )
 
 
 @functools.lru_cache(maxsize=8)

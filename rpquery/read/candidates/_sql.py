@@ -495,7 +495,13 @@ def names_sharing_of(
     - with ``settings`` (PostgreSQL: ``set_config(...)``, the read's session settings,
       :func:`rpquery.store.dialects.read_settings`), ``SELECT NULL, ... WHERE
       <settings> IS NULL``: no row, and no round trip of its own (the settings hold for
-      the statements after this one).
+      the statements after this one);
+    - ``NULL, <how many roots>, NULL, NULL`` (the only row with neither a name nor a
+      root) when ``:count_roots`` is ``1`` (else ``0``, and the planners skip the scan:
+      a constant false condition): sizes a ``limit``'s batches
+      (:class:`~rpquery.read.candidates._execute.Batches`), counted when the process
+      has no recent count of this database's roots; one statement either way (no
+      second shape to compile);
 
     No kind column: a sharing pair costs the driver one ``NULL`` more than
     :func:`sharing_of`'s row (a cloud may have thousands of pairs).
@@ -534,6 +540,12 @@ def names_sharing_of(
             t.c.name.in_(sa.bindparam("trait_names", expanding=True))
         ),
     ]
+    rp = resource_providers
+    counted = sa.and_(
+        rp.c.parent_provider_id.is_(None), sa.bindparam("count_roots", type_=sa.Integer) == 1
+    )
+    count = sa.select(*row(null, sa.func.count(), null, null)).select_from(rp)
+    branches.append(count.where(counted))
     if settings is not None:
         branches.append(sa.select(*row(null, null, null, null)).where(settings.is_(None)))
     return sa.union_all(*branches)
@@ -910,3 +922,57 @@ def summary_trait_names_stmt(trait_ids: Ids) -> Select:
     trait ids :func:`summary_stmt` returned (a few hundred at most)."""
     t = traits.alias("t")
     return sa.select(t.c.id, t.c.name).where(t.c.id.in_(_ids(trait_ids)))
+
+
+def summary_small_stmt(
+    root_ids: str, *, resources: bool = False, named: int = 0, inventories: bool = False
+) -> sa.CompoundSelect:
+    """The summaries of a small answer in one statement (one round trip): the providers
+    (:func:`summary_stmt`), with ``inventories`` their inventory rows
+    (:func:`summary_inventories_stmt`), and the names of their traits, ``UNION ALL``
+    in one row layout, ``(id, uuid, name, parent, root[, resources], trait ids[,
+    capacity])``:
+
+    - a provider: as :func:`summary_stmt` (``uuid`` is never ``NULL``), ``NULL``
+      capacity;
+    - an inventory: ``provider, NULL, NULL, class, used, ..., NULL, capacity``;
+    - a trait: ``id, NULL, name, NULL, NULL, ...`` of every trait some provider of the
+      trees has (``t.id IN (SELECT rpt.trait_id FROM resource_provider_traits rpt JOIN
+      resource_providers ... WHERE root_provider_id IN (:roots))``).
+
+    Each branch reads only the answer's trees, so for a few trees this costs their
+    rows, not the round trips of three statements (:func:`summary_trait_names_stmt`
+    reads the names of the ids the providers' rows hold, so it must come after them);
+    a big answer keeps those (the trait branch reads every trait row of its trees a
+    second time)."""
+    width = 5 + resources + 1
+    providers = summary_stmt(root_ids, resources=resources, named=named)
+    null = sa.null()
+    branches: list[Select] = [providers]
+    if inventories:
+        providers = providers.add_columns(sa.cast(null, sa.Float).label("capacity"))
+        rp, inv = _RP, _INV
+        joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
+        middle = [null] * (width - 5)
+        rows = sa.select(
+            inv.c.resource_provider_id,
+            null,
+            null,
+            inv.c.resource_class_id,
+            used,
+            *middle,
+            clauses.capacity(inv),
+        ).select_from(joined)
+        branches = [providers, rows.where(_in_trees(rp.c.root_provider_id, root_ids))]
+    t, rpt, trp = traits.alias("t"), resource_provider_traits.alias("srpt"), _RP_TRAITS
+    held = (
+        sa.select(rpt.c.trait_id)
+        .select_from(rpt.join(trp, trp.c.id == rpt.c.resource_provider_id))
+        .where(_in_trees(trp.c.root_provider_id, root_ids))
+    )
+    pads = [null] * (width - 3 + inventories)
+    branches.append(sa.select(t.c.id, null, t.c.name, *pads).where(t.c.id.in_(held)))
+    return sa.union_all(*branches)
+
+
+_RP_TRAITS = resource_providers.alias("trp")
