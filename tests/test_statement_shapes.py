@@ -220,8 +220,9 @@ def test_a_request_sends_few_statements(
     """Round trips, not only statements, are what a small request waits for: names and
     sharing pairs are one statement (with PostgreSQL's session settings folded in, and
     the roots' count), then the anchor roots (with ``limit``, on a cloud walked batch by
-    batch: not on a small one, read in one batch), one statement per group (merged on a
-    server) and the summaries' one statement (a small answer); on PostgreSQL the read
+    batch: not on a small one, read in one batch), one statement per group (a walk's
+    batch merged on a server) and the summaries' one statement (a small answer); on
+    PostgreSQL the read
     runs in autocommit mode (no ``BEGIN`` and ``ROLLBACK`` around it, which the
     statement count does not see)."""
     if walk:  # as a cloud of more than ONE_BATCH roots is
@@ -238,15 +239,12 @@ def test_a_request_sends_few_statements(
         levels.append(conn.get_execution_options().get("isolation_level"))
 
     sa.event.listen(db.engine, "before_cursor_execute", seen)
-    server = dialects.backend(db.dialect_name).on_server
     expected = {
         # names and sharing, anchor roots (walked), the group (then the summaries')
         "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&limit=2": 3 if walk else 2,
         "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10": 2,
-        # two groups: one statement on a server, for a small cloud's every root
-        "resources=VCPU:1&resources1=MEMORY_MB:512&group_policy=none": (
-            3 if walk or not server else 2
-        ),
+        # two groups over every root: one statement each (the first may end the batch)
+        "resources=VCPU:1&resources1=MEMORY_MB:512&group_policy=none": 3,
         "resources=VCPU:8": 2,  # no candidate: no summaries
     }
     for qs, count in expected.items():
@@ -282,16 +280,12 @@ def test_a_request_sends_few_statements(
         assert set(levels) == ({"AUTOCOMMIT"} if autocommit else {None}), qs
 
 
-def test_a_group_nobody_serves_ends_the_batch(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_group_nobody_serves_ends_the_batch(db: Database) -> None:
     """Once a group leaves a slot no provider fills, the batch gives no candidate: the
     groups after it, the unsuffixed group's blocked anchors and local sharing
     providers, and the parent links of ``same_subtree`` are not read (most random
     requests have no candidate). The suffixed groups run first: here the one asking
-    for more than any provider has; the answers are empty on every backend. (A small
-    cloud's groups go to a server as one statement: this one is read as a big one.)"""
-    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
+    for more than any provider has; the answers are empty on every backend."""
     agg = "11111111-2222-4333-8444-555555555555"
     with db.begin() as conn:
         host = provider(conn, "host", inventory={"VCPU": 4, "MEMORY_MB": 2048})
@@ -323,11 +317,14 @@ def test_a_group_nobody_serves_ends_the_batch(
     assert len(counter.statements) > 5, counter.statements  # 3 groups, parent links, ...
 
 
-def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) -> None:
-    """With its roots restricted (``limit``), or every root of a small cloud, a batch's
+def test_a_batch_of_several_groups_is_one_statement_on_a_server(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With its roots restricted (``limit``, a cloud walked batch by batch), a batch's
     group statements and parent links go to a database server as one statement (each
     compiled once, whatever shapes a request combines); SQLite, in the process, runs
     them apart. The same answers."""
+    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)  # as a cloud of more roots is
     with db.begin() as conn:
         for name, numa in (("one", 1), ("two", 2)):
             host = provider(conn, name, inventory={"MEMORY_MB": 4096})
@@ -349,10 +346,10 @@ def test_a_batch_of_several_groups_is_one_statement_on_a_server(db: Database) ->
     for physnet, hosts in (("A", {"one", "two"}), ("B", {"two"})):
         with db.count_statements() as counter:
             answer = allocation_candidates(db, qs.format(physnet))
-        # names and sharing (a small cloud: no roots statement, one batch), 3 group
-        # statements and parent links (1 merged on a server), then the summaries'
+        # names and sharing, roots, 3 group statements and parent links (1 merged on a
+        # server), then the summaries' (one: a small answer)
         first = next(i for i, s in enumerate(counter.statements) if "rp.uuid" in s[:300])
-        assert first == (2 if server else 5), counter.statements
+        assert first == (3 if server else 6), counter.statements
         assert len(counter.statements) == first + 1  # a small answer's summaries
         by_uuid = {u: s.name for u, s in answer.provider_summaries.items()}
         got = [sorted(by_uuid[u] for u in ar.allocations) for ar in answer.allocation_requests]

@@ -198,7 +198,7 @@ class Batches:
     - ``limit`` on a small cloud (at most :attr:`ONE_BATCH` roots, or fewer than the
       first batch would be, as the names statement counted them: :data:`_ROOT_COUNT`):
       one batch of every root, as without ``limit`` (no roots statement, no next
-      batch; the group statements then run merged: :meth:`_Run.prefetch`).
+      batch).
 
     >>> b = Batches(1000, randomize=False)
     >>> first = b.first(); first
@@ -817,8 +817,6 @@ class _Run:
     params: dict[str, Any]
     #: rows of statements already run together (:meth:`prefetch`)
     fetched: dict[tuple[object, ...], list[Any]] = dataclasses.field(default_factory=dict)
-    #: whether statements over every root run merged too (a small cloud)
-    small: bool = False
 
     def execute(self, what: BatchStatement, values: dict[str, Any] | None = None) -> Any:
         rows = self.fetched.get(_run_key(what, values))
@@ -836,7 +834,7 @@ class _Run:
 
     def _merges(self) -> bool:
         """Whether this batch's statements run merged (:meth:`prefetch`)."""
-        if (self.scope is None and not self.small) or self.conn.dialect.paramstyle != "pyformat":
+        if self.scope is None or self.conn.dialect.paramstyle != "pyformat":
             return False
         return dialects.backend(self.conn.dialect.name).on_server
 
@@ -846,9 +844,10 @@ class _Run:
         restricted (a ``limit``'s batch, root filters): :meth:`execute` then answers them
         from their rows (:func:`merged_rows`). Not for every root: a whole-cloud answer
         waits for its rows, not its round trips, and merged rows cost the driver a
-        column more each (MariaDB, 5,000 hosts, ``same_subtree``: +8 % CPU), unless the
-        cloud is small (``small``: at most :attr:`Batches.ONE_BATCH` roots, where the round
-        trips are most of the time)."""
+        column more each (MariaDB, 5,000 hosts, ``same_subtree``: +8 % CPU). Nor on a
+        small cloud: merged, every group is planned and read even when the first leaves
+        a slot nobody fills (``give_up``), which most random requests do (PostgreSQL,
+        100 hosts, make bench-shapes' first asks: 5.0 ms unmerged, 6.1 merged)."""
         if len(parts) < 2 or not self._merges():
             return
         stmts = [
@@ -1349,9 +1348,7 @@ def load_groups(
         shared_with = sharing.shared_with
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
     shared = {"sharing_ids": sharing_ids, "sharing_exempt": sharing_ids}
-    count = _ROOT_COUNT.get(conn.engine.url, ROOT_COUNT_AGE)
-    small = count is not None and count <= Batches.ONE_BATCH
-    run = _Run(conn, names, scope, {**roots.params, **shared}, small=small)
+    run = _Run(conn, names, scope, {**roots.params, **shared})
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
     contended = contended_classes(req) if lean else None
