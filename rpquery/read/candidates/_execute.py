@@ -55,8 +55,9 @@ EXCLUDE_IDS = ids_param("exclude_ids")
 #: ids: the standard classes); any other is looked up per inventory
 SUMMARY_NAMED = 64
 #: Summaries of at most this many trees come from one statement
-#: (:func:`~._sql.summary_small_stmt`), not two or three
-SUMMARY_SMALL = 64
+#: (:func:`~._sql.summary_small_stmt`), not two or three: as fast at 16 trees, ~0.1-0.2
+#: ms slower at 64 (PostgreSQL, MariaDB, 1,000 hosts; docs/read-path.md)
+SUMMARY_SMALL = 32
 #: how the text of :func:`every_trait_text` begins on every backend (statement counts
 #: in tests)
 EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
