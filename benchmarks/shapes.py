@@ -15,6 +15,7 @@ Requests are distinct; one warm-up request (not counted) opens the connection fi
 
     python -m benchmarks.shapes --backends sqlite,postgresql,mysql --requests 200
     python -m benchmarks.shapes --backends sqlite --profile   # where the time goes
+    python -m benchmarks.shapes --backends mysql --profile tottime
 """
 
 from __future__ import annotations
@@ -236,19 +237,21 @@ def _cloud(backend: str, url: str, seed: int) -> Iterator[tuple[Any, list[str]]]
         yield db, [*cloud.host_aggregates, *cloud.sharing_aggregates]
 
 
-def measure(backend: str, url: str, n: int, seed: int, profile: bool = False) -> dict[str, Any]:
+def measure(
+    backend: str, url: str, n: int, seed: int, profile: str | None = None
+) -> dict[str, Any]:
     """The record of one backend (in this process: run it in a fresh one)."""
     with _cloud(backend, url, seed) as (db, aggregates):
         queries = requests(seed, n, aggregates)
         before = os.getloadavg()[0]
-        profiler = cProfile.Profile() if profile else None
+        profiler = cProfile.Profile() if profile is not None else None
         if profiler is not None:
             profiler.enable()
         figures = time_requests(db, queries)
         if profiler is not None:
             profiler.disable()
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
+            pstats.Stats(profiler, stream=out).sort_stats(profile).print_stats(45)
             print(out.getvalue(), file=sys.stderr)
         return {
             "backend": backend,
@@ -314,7 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=REQUESTS_AT_SCALE["medium"])
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json", action="store_true", help="records as JSON")
-    parser.add_argument("--profile", action="store_true", help="cProfile to stderr")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="cumulative",
+        metavar="SORT",
+        help="cProfile to stderr, sorted by SORT (cumulative; tottime...)",
+    )
     args = parser.parse_args(argv)
     urls, missing = available_backends(tuple(args.backends.split(",")))
     for backend, reason in missing.items():

@@ -3,8 +3,10 @@
 Without a database: for the statements of random requests, every batch scope and all
 three dialects, the text joined from parts, with values, is the text SQLAlchemy
 writes for the whole statement (placeholders aside: the parts' constants have their
-own names), its values in the same order. On every backend: a request of a new shape
-made of clauses seen before compiles nothing, and its answer is right.
+own names), its values in the same order, its result columns named alike. On every
+backend: a request of a new shape made of clauses seen before compiles nothing (no
+part, and no whole statement: MySQL/MariaDB's text rows name their columns from the
+head), and its answer is right.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def test_joined_text_is_the_whole_statements(dialect: str, batch: ex.Batch) -> N
             joined += template.text.count(" AND ") > 0
             sql, bound = _texts.render(template, params)
             assert canonical(sql, bound) == canonical(state.statement, state.parameters), qs
+            # the result columns' names (MySQL/MariaDB's text rows name them) as well
+            assert template.columns == tuple(c[0] for c in whole._result_columns), qs
     assert joined > 30  # joined from parts, not only whole statements
 
 

@@ -964,7 +964,7 @@ def _text_rows(
     params: dict[str, Any] = {}
     for i, (stmt, bound) in enumerate(stmts):
         sql, values = _expanded(stmt, bound, dialect, f"m{i}_")
-        names = [column[0] for column in _compiled(stmt, dialect)._result_columns]
+        names = _column_names(stmt, dialect)
         cells = ", ".join(f"IFNULL(p.`{name}`, '')" for name in names)
         branches.append(
             f"SELECT {i}, COUNT(*), GROUP_CONCAT(CONCAT(CONCAT_WS(':', {cells}), ';') "
@@ -983,6 +983,17 @@ def _text_rows(
         # cut short: read as rows
         out[i] = found if found is not None else _fetch(conn, *_expanded(stmt, bound, dialect, ""))
     return out
+
+
+def _column_names(stmt: sa.Select, dialect: sa.Dialect) -> Sequence[str]:
+    """The names of ``stmt``'s result columns as its SQL writes them: from its
+    template's head (compiled once per set of columns and froms), not from compiling the
+    whole statement (~0.5-1 ms of CPU for a group statement of a new shape on
+    MySQL/MariaDB: every first ask's group statements)."""
+    template = _texts.template(stmt, dialect)
+    if template is not None and template.columns:
+        return template.columns
+    return [column[0] for column in _compiled(stmt, dialect)._result_columns]
 
 
 def _parsed(text: str | None, count: int, kinds: Sequence[object]) -> list[Any] | None:
@@ -1107,7 +1118,9 @@ def _renamed(sql: str, prefix: str) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _compiled(stmt: sa.Select, dialect: sa.Dialect) -> Any:
-    """``stmt`` compiled for ``dialect``, once (:func:`merged_rows`)."""
+    """``stmt`` compiled for ``dialect``, once (:func:`merged_rows`); counted with the
+    parts (:class:`~._texts.PartStats`): a compilation all the same."""
+    _texts.PartStats.compiled += 1
     return stmt.compile(dialect=dialect)
 
 

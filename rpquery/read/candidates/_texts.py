@@ -47,13 +47,16 @@ _NAMED = {"pyformat": r"%\((\w+)\)s", "named": r"(?<![\w:]):(\w+)\b"}
 class Template:
     """A statement's SQL with named placeholders and SQLAlchemy's expanding tokens
     (``__[POSTCOMPILE_name]``), the parts' own values (``constants``), the names of
-    the values a request gives (``names``) and, for each expanding parameter, the
-    compiled part and parameter that expand it."""
+    the values a request gives (``names``), for each expanding parameter the
+    compiled part and parameter that expand it, and the names of the statement's
+    result columns as its text writes them (``columns``: the head's, which selects
+    the same columns)."""
 
     text: str
     constants: dict[str, Any]
     names: tuple[str, ...]
     expanding: dict[str, tuple[Any, Any]]
+    columns: tuple[str, ...] = ()
 
 
 def text_dialect(dialect: Dialect) -> Dialect:
@@ -245,7 +248,8 @@ def _template(stmt: sa.Select | sa.CompoundSelect, dialect: Dialect) -> Template
     tokens = _TOKEN.findall(text)
     if text.count("__[POSTCOMPILE_") != len(tokens) or not expanding.keys() >= set(tokens):
         return None  # a token this module does not expand
-    return Template(text, constants, tuple(names), expanding)
+    columns = tuple(column[0] for column in parts[0][0].compiled._result_columns)
+    return Template(text, constants, tuple(names), expanding, columns)
 
 
 def _rename(anonymous: frozenset[str], prefix: str, m: re.Match[str]) -> str:
