@@ -49,6 +49,7 @@ from rpquery.read.candidates._execute import (
     fetch_uuids,
     load_groups,
     select_roots,
+    small_cloud,
     statements_for,
     walk_key,
 )
@@ -91,7 +92,7 @@ def allocation_candidates(
 
     def work(conn: Connection) -> AllocationCandidates:
         # gc: ~10^5 acyclic rows at whole-cloud scale
-        with paused_gc(), dialects.unprepared(conn):
+        with paused_gc(), dialects.unprepared(conn, repeats=small_cloud(conn)):
             return _run(conn, req, policies, budget)
 
     # autocommit: the statements need no common snapshot (at READ COMMITTED each has its

@@ -105,7 +105,9 @@ def every_trait_text() -> sa.Select:
 NamesKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
 
 
-def driver_rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> list[Any]:
+def driver_rows(
+    conn: Connection, stmt: Executable, params: dict[str, Any], *, prepare: bool = False
+) -> list[Any]:
     """Every row of ``stmt`` as the driver's own tuples, skipping SQLAlchemy's ``Row``
     objects (~0.5 µs a row: 15 ms of the ~30k trait rows of a whole-cloud answer).
     Only for the read path's statements, whose columns are ints, strings and numbers
@@ -114,11 +116,12 @@ def driver_rows(conn: Connection, stmt: Executable, params: dict[str, Any]) -> l
 
     A ``SELECT`` is sent as the text :mod:`~rpquery.read.candidates._texts` joins from
     parts compiled once each (a statement of a new shape made of known parts compiles
-    nothing), with ``exec_driver_sql``: tracers and statement counts still see it."""
+    nothing), with ``exec_driver_sql``: tracers and statement counts still see it.
+    ``prepare``: a statement whose plan is the same for any values (:func:`_fetch`)."""
     if isinstance(stmt, (sa.Select, sa.CompoundSelect)):
         template = _texts.template(stmt, conn.dialect)
         if template is not None:
-            return _fetch(conn, *_texts.render(template, params))
+            return _fetch(conn, *_texts.render(template, params), prepare=prepare)
     result = conn.execute(stmt, params)
     try:
         return list(result.cursor.fetchall()) if result.returns_rows else []
@@ -347,6 +350,15 @@ _PER_ROOT = Hints(512)
 #: that grew is seen within that time
 _ROOT_COUNT = Hints(64)
 ROOT_COUNT_AGE = 60.0
+
+
+def small_cloud(conn: Connection) -> bool:
+    """Whether ``conn``'s database is known to have at most :attr:`Batches.ONE_BATCH`
+    roots (a count at most :data:`ROOT_COUNT_AGE` seconds old): there a statement's
+    plan may be kept for any values (:func:`rpquery.store.dialects.unprepared`'s
+    ``repeats``); a cloud that grew past it is seen within that time."""
+    count = _ROOT_COUNT.get(conn.engine.url, ROOT_COUNT_AGE)
+    return count is not None and count <= Batches.ONE_BATCH
 
 
 def _remember(key: Hashable, per_root: float) -> None:
@@ -1055,16 +1067,25 @@ def _expanded(
     return _renamed(sql, prefix), {prefix + name: value for name, value in values.items()}
 
 
-def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+def _fetch(
+    conn: Connection, sql: str, params: dict[str, Any], *, prepare: bool = False
+) -> list[Any]:
     """Every row of ``sql``, a text in the driver's own form, as the driver's tuples.
 
     Once the connection has begun (its first statement goes through SQLAlchemy's
     ``exec_driver_sql``, which begins: SQLite's ``BEGIN``), on the driver's cursor
     directly (:func:`_on_cursor`): SQLAlchemy's execution context and result, which
     these rows skip anyway, cost 20-40 µs a statement on SQLite and ~50 µs on the
-    servers (5-6 statements a request)."""
+    servers (5-6 statements a request).
+
+    ``prepare``: ``sql``'s plan is the same for any values and any cloud (the names
+    statement), so the server may keep it (:func:`rpquery.store.dialects.execute_prepared`:
+    PostgreSQL); the connection is begun first if it has not (as ``exec_driver_sql``
+    would begin it) and the statement goes on the driver's cursor."""
+    if prepare and not conn.in_transaction():
+        conn.begin()
     if _direct(conn):
-        return _on_cursor(conn, sql, params)
+        return _on_cursor(conn, sql, params, prepare=prepare)
     result = conn.exec_driver_sql(sql, params)
     try:
         return list(result.cursor.fetchall())
@@ -1085,7 +1106,9 @@ def _direct(conn: Connection) -> bool:
     )
 
 
-def _on_cursor(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+def _on_cursor(
+    conn: Connection, sql: str, params: dict[str, Any], *, prepare: bool = False
+) -> list[Any]:
     """:func:`_fetch` on a cursor of the driver, as ``exec_driver_sql`` would run it
     for what these statements need: the engine's cursor events fire (tracers, statement
     counts, batch timers; with no execution context), and a driver error goes through
@@ -1095,7 +1118,10 @@ def _on_cursor(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
     try:
         for before in conn.dispatch.before_cursor_execute:
             sql, params = before(conn, cursor, sql, params, None, False)
-        cursor.execute(sql, params)
+        if prepare:
+            dialects.execute_prepared(conn, cursor, sql, params)
+        else:
+            cursor.execute(sql, params)
         conn.dispatch.after_cursor_execute(conn, cursor, sql, params, None, False)
         rows = cursor.fetchall()
     except BaseException as error:
@@ -1164,7 +1190,8 @@ def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Nam
     trait_ids: dict[str, int] = {}
     shared_with: dict[int, set[int]] = defaultdict(set)
     shared_rcs: set[int] = set()
-    for name, ident, root, rc in driver_rows(conn, stmt, params):
+    # (its plan is the same for every request: PostgreSQL keeps it)
+    for name, ident, root, rc in driver_rows(conn, stmt, params, prepare=True):
         if name is None:
             if root is None:  # the roots' count (0 when not counted)
                 if count:

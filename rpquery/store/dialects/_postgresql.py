@@ -3,6 +3,7 @@ trigger and index DDL inside the transaction."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,10 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import URL, Connection, Engine
 
 from rpquery.store.dialects._base import OnConflictWrites, StandardSQL
+
+#: ``Connection.info`` key: :meth:`PostgreSQL.unprepared` turned psycopg's prepared
+#: statements off for the block (a statement prepared on purpose still is)
+_PREPARES = "rpquery_prepares"
 
 
 class PostgreSQL(OnConflictWrites, StandardSQL):
@@ -60,17 +65,39 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
         return "set_config('jit', 'off', false)"
 
     @contextmanager
-    def unprepared(self, conn: Connection) -> Iterator[None]:
+    def unprepared(self, conn: Connection, *, repeats: bool = False) -> Iterator[None]:
         # psycopg prepares a statement sent prepare_threshold times (5); unprepared,
-        # every plan is made for the values sent (never a generic plan)
+        # every plan is made for the values sent (never a generic plan); with repeats,
+        # a text sent a second time on this connection is prepared
         driver = conn.connection.driver_connection
         before = getattr(driver, "prepare_threshold", None)
         if before is None:
             yield
             return
-        driver.prepare_threshold = None  # type: ignore[union-attr]
+        driver.prepare_threshold = 1 if repeats else None  # type: ignore[union-attr]
+        info = conn.info  # (taken now: an invalidated connection's would reconnect)
+        info[_PREPARES] = True  # (statements asked for on purpose still are)
         try:
             yield
+        finally:
+            driver.prepare_threshold = before  # type: ignore[union-attr]
+            info.pop(_PREPARES, None)
+
+    def execute_prepared(
+        self, conn: Connection, cursor: Any, sql: str, params: dict[str, Any]
+    ) -> None:
+        # prepared on its first execution on this connection, unless the operator turned
+        # psycopg's prepared statements off (prepare_threshold=None: PgBouncer in
+        # transaction mode); PostgreSQL plans it for its values five times, then keeps
+        # a generic plan if it costs no more
+        driver = conn.connection.driver_connection
+        before = getattr(driver, "prepare_threshold", None)
+        if before is None and not conn.info.get(_PREPARES):
+            cursor.execute(sql, params)
+            return
+        driver.prepare_threshold = before if before is not None else sys.maxsize  # type: ignore[union-attr]
+        try:
+            cursor.execute(sql, params, prepare=True)
         finally:
             driver.prepare_threshold = before  # type: ignore[union-attr]
 

@@ -63,8 +63,15 @@ class SQLite(OnConflictWrites, StandardSQL):
     def read_settings(self) -> str | None:
         return None
 
-    def unprepared(self, conn: Connection) -> AbstractContextManager[None]:
+    def unprepared(
+        self, conn: Connection, *, repeats: bool = False
+    ) -> AbstractContextManager[None]:
         return nullcontext()
+
+    def execute_prepared(
+        self, conn: Connection, cursor: Any, sql: str, params: dict[str, Any]
+    ) -> None:
+        cursor.execute(sql, params)  # (no plan to keep: the driver sends the text)
 
     def one_snapshot(self, conn: Connection) -> None:
         pass  # reads see one snapshot
