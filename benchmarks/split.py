@@ -79,7 +79,10 @@ def _instrumented(db: Any) -> Iterator[_Clock]:
     clock = _Clock()
     plain = _execute.driver_rows
 
-    def timed_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> list[Any]:
+    def timed_rows(
+        conn: Any, stmt: Any, params: dict[str, Any], *, prepare: bool = False
+    ) -> list[Any]:
+        # (sent through SQLAlchemy, never prepared: the split times the driver's decoding)
         result = conn.execute(stmt, params)  # its execute is timed by the events
         try:
             clock.start()
