@@ -11,7 +11,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from rpquery.store.migrations import VERSION_TABLE, include_object_for
+from rpquery.store.migrations import VERSION_TABLE, include_object
 from rpquery.store.tables import metadata
 
 config = context.config
@@ -22,7 +22,7 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         connection=connection,
         target_metadata=metadata,
         version_table=VERSION_TABLE,
-        include_object=include_object_for(connection.dialect.name),
+        include_object=include_object,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )

@@ -39,7 +39,7 @@ def _diff(db: Database) -> list:
             conn,
             opts={
                 "compare_type": True,
-                "include_object": migrations.include_object_for(conn.dialect.name),
+                "include_object": migrations.include_object,
                 "target_metadata": metadata,
             },
         )

@@ -15,7 +15,6 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,7 @@ from alembic.script import ScriptDirectory
 
 from rpquery.errors import SchemaError
 from rpquery.store import catalog, dialects
-from rpquery.store.tables import INDEX_DIALECTS, PLACEMENT_HEAD, PLACEMENT_TABLES
+from rpquery.store.tables import PLACEMENT_HEAD, PLACEMENT_TABLES
 
 if TYPE_CHECKING:  # Database.upgrade imports this module: no import back at run time
     from rpquery.db import Database
@@ -41,7 +40,6 @@ __all__ = [
     "downgrade",
     "head_revision",
     "include_object",
-    "include_object_for",
     "require_current",
     "schema_dir",
     "status",
@@ -65,26 +63,6 @@ def include_object(
 ) -> bool:
     """Alembic filter: the two version tables are nobody's model."""
     return not (type_ == "table" and name in _NOT_OURS)
-
-
-def include_object_for(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
-    """:func:`include_object`, and on ``dialect`` also skip the indexes that only
-    another backend has (:data:`~rpquery.store.tables.INDEX_DIALECTS`, e.g. rpq0009's
-    SQLite covering index): the comparison neither asks for them nor drops them.
-
-    >>> keep = include_object_for("postgresql")
-    >>> keep(None, "rpq_inventories_capacity_idx", "index", False, None)
-    False
-    >>> include_object_for("sqlite")(None, "rpq_inventories_capacity_idx", "index", False, None)
-    True
-    """
-
-    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-        if type_ == "index" and INDEX_DIALECTS.get(name or "", dialect) != dialect:
-            return False
-        return include_object(obj, name, type_, reflected, compare_to)
-
-    return include
 
 
 def _config(connection: sa.Connection | None = None) -> Config:

@@ -38,7 +38,6 @@ from rpquery.store.dialects import ExactText
 
 __all__ = [
     "CUSTOM_RC_MIN_ID",
-    "INDEX_DIALECTS",
     "NAMING_CONVENTION",
     "PLACEMENT_HEAD",
     "PLACEMENT_TABLES",
@@ -450,33 +449,19 @@ Index(
     allocations.c.used,
 )
 
-#: rpquery's indexes made on some backends only (migration rpq0009): name → the dialect
-#: that has it. ``Index.ddl_if`` says the same to DDL; the schema comparison skips them
-#: elsewhere (:func:`rpquery.store.migrations.include_object_for`).
-INDEX_DIALECTS: dict[str, str] = {}
-
-
-def _only_on(dialect: str, index: Index) -> Index:
-    assert index.name is not None
-    INDEX_DIALECTS[str(index.name)] = dialect
-    return index.ddl_if(dialect=dialect)
-
-
-# The candidates' group statement on SQLite (rpquery.read.candidates): every inventory
-# column its capacity check reads, so the inventory side never visits the table.
-_only_on(
-    "sqlite",
-    Index(
-        "rpq_inventories_capacity_idx",
-        inventories.c.resource_provider_id,
-        inventories.c.resource_class_id,
-        inventories.c.total,
-        inventories.c.reserved,
-        inventories.c.allocation_ratio,
-        inventories.c.min_unit,
-        inventories.c.max_unit,
-        inventories.c.step_size,
-    ),
+# The candidates' group statement (rpquery.read.candidates): every inventory column its
+# capacity check reads, so the inventory side never visits the table (rpq0009 on SQLite,
+# rpq0010 on PostgreSQL and MariaDB/MySQL).
+Index(
+    "rpq_inventories_capacity_idx",
+    inventories.c.resource_provider_id,
+    inventories.c.resource_class_id,
+    inventories.c.total,
+    inventories.c.reserved,
+    inventories.c.allocation_ratio,
+    inventories.c.min_unit,
+    inventories.c.max_unit,
+    inventories.c.step_size,
 )
 
 # Usage summary (migration rpq0006), kept exact by triggers on ``allocations`` and
