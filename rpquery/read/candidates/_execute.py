@@ -555,8 +555,8 @@ def json_rows(
     ``DECIMAL`` or a float would come back as JSON writes it).
 
     A text cut short is read again as rows (:func:`driver_rows`): past
-    ``group_concat_max_len`` MariaDB's ``JSON_ARRAYAGG`` ends it with ``]`` after the
-    cut (no JSON: the outer array left open, or ``,]`` between rows); past
+    ``group_concat_max_len`` the text ends with ``]`` after the cut (no JSON: the
+    outer array left open, or ``,]`` between rows); past
     ``max_allowed_packet`` it is ``NULL``; fewer rows than counted, or a last row
     short of values, are taken as cut too."""
     ((count, text),) = driver_rows(conn, _json_text(stmt), params)
@@ -574,8 +574,9 @@ def json_rows(
 
 @functools.lru_cache(maxsize=64)
 def _json_text(stmt: sa.Select | sa.CompoundSelect) -> sa.Select:
-    """``SELECT COUNT(*), JSON_ARRAYAGG(JSON_ARRAY(r.a, r.b, ...)) FROM (<stmt>) AS r``
-    (:class:`~rpquery.store.dialects.long_concat_select`; the count tells a text cut
+    """``SELECT COUNT(*), <the rows as JSON> FROM (<stmt>) AS r``
+    (:class:`~rpquery.store.dialects.json_rows` in a
+    :class:`~rpquery.store.dialects.long_concat_select`; the count tells a text cut
     short), for :func:`json_rows`."""
     sub = stmt.subquery("r")
     text = dialects.json_rows(*sub.c)
