@@ -9,7 +9,7 @@ call it, so no other module branches on ``dialect.name``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,6 +117,21 @@ class Backend(Protocol):
     def tally(
         self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
     ) -> Select[Any]: ...
+
+
+class NoKeptPlans:
+    """A backend whose driver sends every statement as text (SQLite's, PyMySQL): no
+    server-side prepared statement to turn off or ask for."""
+
+    def unprepared(
+        self, conn: Connection, *, repeats: bool = False
+    ) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def execute_prepared(
+        self, conn: Connection, cursor: Any, sql: str, params: dict[str, Any]
+    ) -> None:
+        cursor.execute(sql, params)  # (no plan to keep)
 
 
 class OnConflictWrites:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeEngine
 
 from rpquery.store.dialects._base import (
+    NoKeptPlans,
     executemany_insert,
     nothing_deferred,
     nothing_suspended,
@@ -30,7 +31,7 @@ from rpquery.store.dialects._base import (
 SQL_MODE = "TRADITIONAL"
 
 
-class MySQL:
+class MySQL(NoKeptPlans):
     name = "mysql"
     locks_rows = True
     reads_autocommit = False
@@ -70,16 +71,6 @@ class MySQL:
 
     def read_settings(self) -> str | None:
         return None
-
-    def unprepared(
-        self, conn: Connection, *, repeats: bool = False
-    ) -> AbstractContextManager[None]:
-        return nullcontext()
-
-    def execute_prepared(
-        self, conn: Connection, cursor: Any, sql: str, params: dict[str, Any]
-    ) -> None:
-        cursor.execute(sql, params)  # (no plan to keep: the driver sends the text)
 
     def one_snapshot(self, conn: Connection) -> None:
         pass  # REPEATABLE READ is the default

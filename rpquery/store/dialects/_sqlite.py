@@ -4,7 +4,7 @@ writes, triggers dropped and re-created inside the transaction."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine
 
 from rpquery.store.dialects._base import (
+    NoKeptPlans,
     OnConflictWrites,
     StandardSQL,
     executemany_insert,
@@ -20,7 +21,7 @@ from rpquery.store.dialects._base import (
 )
 
 
-class SQLite(OnConflictWrites, StandardSQL):
+class SQLite(NoKeptPlans, OnConflictWrites, StandardSQL):
     insert = staticmethod(sqlite_dialect.insert)
     name = "sqlite"
     #: The write transaction locks the whole database: a long read inside one stalls
@@ -62,16 +63,6 @@ class SQLite(OnConflictWrites, StandardSQL):
 
     def read_settings(self) -> str | None:
         return None
-
-    def unprepared(
-        self, conn: Connection, *, repeats: bool = False
-    ) -> AbstractContextManager[None]:
-        return nullcontext()
-
-    def execute_prepared(
-        self, conn: Connection, cursor: Any, sql: str, params: dict[str, Any]
-    ) -> None:
-        cursor.execute(sql, params)  # (no plan to keep: the driver sends the text)
 
     def one_snapshot(self, conn: Connection) -> None:
         pass  # reads see one snapshot
