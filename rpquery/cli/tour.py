@@ -55,6 +55,7 @@ GRANULAR = (
     "&resources_NET=SRIOV_NET_VF:1&required_NET=CUSTOM_PHYSNET_A"
     "&group_policy=isolate&limit=3"
 )
+HEADROOM = "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU"
 
 #: A step's arguments may depend on the loaded data (a project id, a provider uuid).
 ArgsFn = Callable[[Database], Sequence[str] | None]
@@ -256,19 +257,16 @@ def tour_steps() -> list[Step]:
             ["candidates", GRANULAR],
         ),
         Step(
-            "Why no host fits 200 VCPUs: hosts per rejection reason, in filter order",
+            "Why no host fits 200 VCPUs: root providers per rejection reason, in filter order",
             ["why", "resources=VCPU:200,MEMORY_MB:4096&required=!CUSTOM_GPU"],
         ),
         Step(
-            "How many more 2-VCPU instances fit: per host and per host aggregate",
-            [
-                "headroom",
-                "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU",
-                "--group-by",
-                "aggregate",
-                "--top",
-                "5",
-            ],
+            "How many more 2-VCPU instances fit, per host (alone, and counted in the total)",
+            ["headroom", HEADROOM, "--top", "5"],
+        ),
+        Step(
+            "The same per host aggregate (a uuid in Placement: its members tell which)",
+            ["headroom", HEADROOM, "--group-by", "aggregate"],
         ),
         Step("Usages of one project, by consumer type", _usages_args),
         Step(f"Aggregate metadata on the host aggregate of {METADATA_HOST}", _metadata_args),
