@@ -55,6 +55,8 @@ FEATURE_MODULES = (
     "server_groups",
     "tags",
     "reshape",
+    "writes",
+    "allocations",
     "serve",
 )
 
@@ -111,6 +113,17 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "reshape": (
         "reshape",
         "Move inventories and allocations between providers atomically (POST /reshaper).",
+    ),
+    "provider": ("writes", "Resource providers: create, set (rename, move), delete, show."),
+    "inventory": (
+        "writes",
+        "Inventories of a provider: set (replace or --amend), delete, list.",
+    ),
+    "trait": ("writes", "Traits of a provider: set (replace), list."),
+    "aggregate": ("writes", "Aggregates of a provider: set (replace), list."),
+    "allocation": (
+        "allocations",
+        "A consumer's allocations: set (replace), unset (remove some), show.",
     ),
     "serve": ("serve", "Serve Placement's REST API (microversions 1.0-1.39) on this database."),
 }
