@@ -19,7 +19,9 @@ shown by ``table``, ``csv`` and ``value`` and whose data by ``json`` and ``yaml`
 candidate's allocations: ``cn1: VCPU:2`` as text, ``{"<uuid>": {"VCPU": 2}}`` as data).
 
 The table (rich) is imported only when a table is printed; YAML is written here (flat
-rows of scalars, lists and mappings: no dependency, nothing to import at start-up).
+rows of scalars, lists and mappings: no dependency, nothing to import at start-up). The
+value types are named tuples, not dataclasses: ``rpquery --help`` imports this module
+(``db status`` has its options) and nothing more for it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -48,8 +49,7 @@ __all__ = [
 FORMATS = ("table", "json", "yaml", "csv", "value")
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
     """A value shown as ``text`` by table/csv/value and as ``data`` by json/yaml."""
 
     text: str
@@ -59,19 +59,17 @@ class Cell:
         return self.text
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     """A command's answer as rows. ``title`` and ``notes`` (lines after the table) are
     printed by the table format only: the other formats carry the rows alone."""
 
     columns: Sequence[str]
     rows: Sequence[Sequence[Any]]
     title: str = ""
-    notes: Sequence[str] = field(default_factory=tuple)
+    notes: Sequence[str] = ()
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
     """What the output options asked for (see the module docstring)."""
 
     fmt: str = "table"
