@@ -346,6 +346,14 @@ def output_options(fn: Callable[..., Any] | None = None, *, listing: bool = True
             )
         return fn(*args, out=out, **kwargs)
 
+    command: Callable[..., Any] = wrapper
+    for option in reversed(_options(listing)):
+        command = option(command)
+    return command
+
+
+def _options(listing: bool) -> list[Callable[..., Any]]:
+    """The click options of :func:`output_options`."""
     options = [
         click.option(
             "-f",
@@ -391,7 +399,4 @@ def output_options(fn: Callable[..., Any] | None = None, *, listing: bool = True
             "command mirrors an API call).",
         )
     )
-    command: Callable[..., Any] = wrapper
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return options

@@ -56,6 +56,15 @@ GRANULAR = (
     "&group_policy=isolate&limit=3"
 )
 HEADROOM = "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU"
+GROUP_CREATE = [
+    "server-group",
+    "create",
+    "--name",
+    GROUP_NAME,
+    "--policy",
+    "soft-anti-affinity",
+    *TOUR_OWNER,
+]
 
 #: A step's arguments may depend on the loaded data (a project id, a provider uuid).
 ArgsFn = Callable[[Database], Sequence[str] | None]
@@ -274,18 +283,7 @@ def tour_steps() -> list[Step]:
             "Flavor extra specs against aggregate metadata: only that aggregate's hosts",
             ["candidates", "resources=VCPU:1&limit=3", "--extra-specs", '{"tier": "gold"}'],
         ),
-        Step(
-            "A soft-anti-affinity server group",
-            [
-                "server-group",
-                "create",
-                "--name",
-                GROUP_NAME,
-                "--policy",
-                "soft-anti-affinity",
-                *TOUR_OWNER,
-            ],
-        ),
+        Step("A soft-anti-affinity server group", GROUP_CREATE),
         Step("Place three members: the weigher spreads them", _schedule_args),
         Step(
             "Tag the first member (user namespace, fake backend)", _tag_args(0, "web", "frontend")
