@@ -7,7 +7,8 @@ directory) and its output is kept. Then:
   ``console`` blocks, runs in one bash session per document (so ``GROUP=$(rpquery ...)``
   then ``"$GROUP"`` works, and ``set -o pipefail`` holds ``rpquery ... | head`` to
   rpquery's own status), in document order, against a copy of the tour's database:
-  each must exit 0. A line's own database (``--db URL``) is replaced by that copy (the
+  each must exit 0, and where a ``console`` block shows what a line prints, it prints
+  exactly that (trailing spaces aside). A line's own database (``--db URL``) is replaced by that copy (the
   line is checked, not the server it names); other ``$`` lines (``make run``,
   ``export ...``) are not run;
 - the transcripts of the tour (docs/cli.md's whole run, README.md's excerpt) show the
@@ -33,9 +34,10 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 COMMAND = re.compile(r"^\$ ((?:[A-Z_]+=\$\()?rpquery\s.*)$")
 
 
-def code_blocks(path: Path, only: str | None = None) -> list[list[str]]:
-    """The fenced code blocks of a Markdown file (``only``: those of that language)."""
-    blocks: list[list[str]] = []
+def code_blocks_with_lang(path: Path, only: str | None = None) -> list[tuple[str, list[str]]]:
+    """The fenced code blocks of a Markdown file with their language (``only``: those of
+    that language)."""
+    blocks: list[tuple[str, list[str]]] = []
     lang, current = "", None
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
@@ -43,21 +45,33 @@ def code_blocks(path: Path, only: str | None = None) -> list[list[str]]:
                 lang, current = line[3:].strip(), []
             else:
                 if current and (only is None or lang == only):
-                    blocks.append(current)
+                    blocks.append((lang, current))
                 current = None
         elif current is not None:
             current.append(line)
     return blocks
 
 
-def command_lines(path: Path, only: str | None = None) -> list[str]:
-    """The ``$ rpquery`` lines of the document's blocks, transcripts of the tour left out."""
-    lines = []
-    for block in code_blocks(path, only):
+def code_blocks(path: Path, only: str | None = None) -> list[list[str]]:
+    return [block for _, block in code_blocks_with_lang(path, only)]
+
+
+def command_lines(path: Path, only: str | None = None) -> list[tuple[str, list[str] | None]]:
+    """The ``$ rpquery`` lines of the document's blocks (transcripts of the tour left out),
+    each with the output the page shows under it in a ``console`` block (``None``
+    elsewhere: there the lines are only run)."""
+    found: list[tuple[str, list[str] | None]] = []
+    for lang, block in code_blocks_with_lang(path, only):
         if block[0] == TRANSCRIPT_START:
             continue
-        lines.extend(m.group(1) for line in block if (m := COMMAND.match(line)))
-    return lines
+        for line in block:
+            if m := COMMAND.match(line):
+                found.append((m.group(1), [] if lang == "console" else None))
+            elif line.startswith("$ "):
+                continue
+            elif found and found[-1][1] is not None:
+                found[-1][1].append(line.rstrip())  # type: ignore[union-attr]
+    return found
 
 
 def _normal(line: str) -> str:
@@ -85,13 +99,20 @@ def tour(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 def test_the_extraction_finds_the_pages_command_lines() -> None:
-    found = command_lines(ROOT / "docs" / "cli.md")
+    found = dict(command_lines(ROOT / "docs" / "cli.md"))
     assert any(line.startswith("rpquery candidates ") for line in found)
     assert any(line.startswith("GROUP=$(rpquery server-group create") for line in found)
     assert not any("rpquery schedule" in line for line in found)  # the transcript's
+    assert (
+        found[
+            "rpquery provider delete 4a8d51b6-5a8e-4bd2-9d5e-2f1b8f1b2a10 || echo "
+            '"refused: it has a child"'
+        ][-1]
+        == "refused: it has a child"
+    )
     assert command_lines(ROOT / "README.md", "console") == [
-        "rpquery --db postgresql://placement@db.example/placement db upgrade",
-        "rpquery db status",
+        ("rpquery --db postgresql://placement@db.example/placement db upgrade", []),
+        ("rpquery db status", []),
     ]
 
 
@@ -101,15 +122,20 @@ def test_the_extraction_finds_the_pages_command_lines() -> None:
 def test_command_lines_run(
     tour: tuple[Path, str], tmp_path: Path, document: str, only: str | None
 ) -> None:
+    """Each line exits 0; where a console block shows its output, it prints that."""
     lines = command_lines(ROOT / document, only)
     assert lines
     database = tmp_path / "docs.db"
     shutil.copyfile(tour[0], database)
     url = f"sqlite:///{database}"
     script = ["set -o pipefail", f'rpquery() {{ "{RPQUERY}" --db "{url}" "$@"; }}']
-    for n, line in enumerate(lines):
+    for n, (line, _) in enumerate(lines):
         line = re.sub(r"^(\S*rpquery)\s+--db\s+\S+", r"\1", line)
-        script += [line, f"rc=$?; if [ $rc -ne 0 ]; then echo 'FAILED {n}' >&2; exit $rc; fi"]
+        script += [
+            f"{{ {line}\n}} > {tmp_path}/out{n} 2>&1",
+            f"rc=$?; if [ $rc -ne 0 ]; then echo 'FAILED {n}' >&2; cat {tmp_path}/out{n} >&2; "
+            "exit $rc; fi",
+        ]
     proc = subprocess.run(
         ["bash", "-c", "\n".join(script)],
         capture_output=True,
@@ -118,8 +144,12 @@ def test_command_lines_run(
         check=False,
     )
     failed = re.search(r"FAILED (\d+)", proc.stderr)
-    where = lines[int(failed.group(1))] if failed else "?"
+    where = lines[int(failed.group(1))][0] if failed else "?"
     assert proc.returncode == 0, f"{document}: $ {where}\n{proc.stderr[-3000:]}"
+    for n, (line, shown) in enumerate(lines):
+        if shown:
+            printed = [x.rstrip() for x in (tmp_path / f"out{n}").read_text().splitlines()]
+            assert printed == shown, f"{document}: $ {line}"
 
 
 def test_transcripts_show_the_tour_as_it_is(tour: tuple[Path, str]) -> None:
