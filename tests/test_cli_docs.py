@@ -8,9 +8,9 @@ directory) and its output is kept. Then:
   then ``"$GROUP"`` works, and ``set -o pipefail`` holds ``rpquery ... | head`` to
   rpquery's own status), in document order, against a copy of the tour's database:
   each must exit 0, and where a ``console`` block shows what a line prints, it prints
-  exactly that (trailing spaces aside). A line's own database (``--db URL``) is replaced by that copy (the
-  line is checked, not the server it names); other ``$`` lines (``make run``,
-  ``export ...``) are not run;
+  exactly that (trailing spaces aside). A line's own database (``--db URL``) is
+  replaced by that copy (the line is checked, not the server it names); other ``$``
+  lines (``make run``, ``export ...``) are not run;
 - the transcripts of the tour (docs/cli.md's whole run, README.md's excerpt) show the
   tour as it is: each step heading and ``$ rpquery`` line appears in the tour's output
   (uuids aside: the tour's server group and instances are new each run).
