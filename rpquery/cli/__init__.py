@@ -25,6 +25,7 @@ from rpquery.cli._common import (
     handles_errors,
     json_option,
 )
+from rpquery.cli._format import Output, output_options
 from rpquery.store.urls import DEFAULT_URL, REPLICA_URLS_ENV, split_urls
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ FEATURE_MODULES = (
     "server_groups",
     "tags",
     "reshape",
+    "writes",
+    "allocations",
     "serve",
 )
 
@@ -110,6 +113,17 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "reshape": (
         "reshape",
         "Move inventories and allocations between providers atomically (POST /reshaper).",
+    ),
+    "provider": ("writes", "Resource providers: create, set (rename, move), delete, show."),
+    "inventory": (
+        "writes",
+        "Inventories of a provider: set (replace or --amend), delete, list.",
+    ),
+    "trait": ("writes", "Traits of a provider: set (replace), list."),
+    "aggregate": ("writes", "Aggregates of a provider: set (replace), list."),
+    "allocation": (
+        "allocations",
+        "A consumer's allocations: set (replace), unset (remove some), show.",
     ),
     "serve": ("serve", "Serve Placement's REST API (microversions 1.0-1.39) on this database."),
 }
@@ -256,9 +270,9 @@ def _warn_charset(problems: Sequence[tuple[str, str]]) -> None:
 
 
 @db_group.command("status")
-@json_option
+@output_options(listing=False)
 @handles_errors
-def db_status(as_json: bool) -> None:
+def db_status(out: Output) -> None:
     """Schema revision and whether the database carries Placement's schema."""
     from rpquery.store import migrations
 
@@ -270,11 +284,11 @@ def db_status(as_json: bool) -> None:
         "placement_revision": st.placement_revision,
         "placement_database": st.is_placement_database,
     }
-    if as_json:
-        emit_json(data)
-    else:
+    if out.is_table and not out.columns:  # "key: value" lines, as before -f
         for key, value in data.items():
             click.echo(f"{key}: {value}")
+    else:
+        out.show(data, "schema", lambda: data)
 
 
 @db_group.command("check")

@@ -1,7 +1,8 @@
 """Shared plumbing for every ``rpquery`` command: the database handle, output as
 tables or JSON, and one place that turns errors into exit codes.
 
-Exit codes: 0 success; 2 bad request (:class:`InvalidRequest`: one line naming the
+Exit codes: 0 success (also when the reader of a pipe, ``| head``, stops reading);
+2 bad request (:class:`InvalidRequest`: one line naming the
 bad token and the code); 1 any other failure. ``--debug`` (on the main group) shows
 tracebacks. With ``--json``, answers go to stdout and errors to stderr as
 ``{"errors": [{"code": ..., "detail": ...}]}``.
@@ -104,22 +105,10 @@ def emit_json(data: Any) -> None:
 
 
 def emit_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A readable table (rich) on stdout."""
-    from rich.console import Console
-    from rich.table import Table
+    """A readable table (rich) on stdout (:func:`rpquery.cli._format.print_table`)."""
+    from rpquery.cli._format import print_table
 
-    table = Table(title=title)
-    materialized = [list(row) for row in rows]
-    for i, col in enumerate(columns):
-        numeric = bool(materialized) and all(
-            isinstance(row[i], int | float) for row in materialized if row[i] is not None
-        )
-        table.add_column(col, justify="right" if numeric else "left")
-    for row in materialized:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    if not table.row_count:
-        table.caption = "(none)"
-    Console(width=160).print(table)
+    print_table(title, columns, [list(row) for row in rows])
 
 
 def handles_errors(fn: F) -> F:
@@ -129,9 +118,11 @@ def handles_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
         debug = bool(ctx.find_root().obj.get("debug"))
-        as_json = bool(kwargs.get("as_json"))
+        as_json = bool(kwargs.get("as_json")) or bool(getattr(kwargs.get("out"), "json_errors", 0))
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+            return result
         except RpqueryError as exc:
             if debug:
                 traceback.print_exc()
@@ -139,9 +130,9 @@ def handles_errors(fn: F) -> F:
             ctx.exit(2 if isinstance(exc, InvalidRequest) else 1)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except BrokenPipeError:  # `rpquery ... | head`: stop quietly
+        except BrokenPipeError:  # `rpquery ... | head`: the reader has what it wanted
             _silence_stdout()
-            ctx.exit(1)
+            ctx.exit(0)
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if debug:
                 traceback.print_exc()

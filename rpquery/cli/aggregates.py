@@ -17,7 +17,8 @@ import click
 
 from rpquery.aggregate_metadata import metadata as agg_md
 from rpquery.aggregate_metadata.metadata import AggregateMetadata, policy_from_cli
-from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import get_db, handles_errors
+from rpquery.cli._format import Listing, Output, output_options
 from rpquery.errors import InvalidRequest
 
 __all__ = ["COMMANDS", "parse_assignments", "policy_from_cli"]
@@ -47,13 +48,12 @@ def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
     return items
 
 
-def _emit(found: Sequence[AggregateMetadata], as_json: bool, *, many: bool = False) -> None:
-    """One aggregate as ``{"aggregate_uuid", "metadata"}``; ``many`` gives a list."""
-    if as_json:
-        emit_json([m.as_dict() for m in found] if many else found[0].as_dict())
-        return
+def _emit(found: Sequence[AggregateMetadata], out: Output, *, many: bool = False) -> None:
+    """One row per key; ``--json``: one aggregate as ``{"aggregate_uuid", "metadata"}``,
+    ``many`` gives a list."""
     rows = [(m.aggregate_uuid, k, v) for m in found for k, v in m.items.items()]
-    emit_table("aggregate metadata", ["aggregate", "key", "value"], rows)
+    listing = Listing(["aggregate", "key", "value"], rows, "aggregate metadata")
+    out.emit(listing, lambda: [m.as_dict() for m in found] if many else found[0].as_dict())
 
 
 @click.group("aggregate-metadata")
@@ -64,35 +64,35 @@ def aggregate_metadata_group() -> None:
 @aggregate_metadata_group.command("set")
 @click.argument("aggregate_uuid")
 @click.argument("pairs", nargs=-1, required=True, metavar="KEY=VALUE...")
-@json_option
+@output_options
 @handles_errors
-def set_cmd(aggregate_uuid: str, pairs: tuple[str, ...], as_json: bool) -> None:
+def set_cmd(aggregate_uuid: str, pairs: tuple[str, ...], out: Output) -> None:
     """Add or update keys (other keys stay)."""
     result = agg_md.set_metadata(get_db(), aggregate_uuid, parse_assignments(pairs))
-    _emit([result], as_json)
+    _emit([result], out)
 
 
 @aggregate_metadata_group.command("unset")
 @click.argument("aggregate_uuid")
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
-@json_option
+@output_options
 @handles_errors
-def unset_cmd(aggregate_uuid: str, keys: tuple[str, ...], as_json: bool) -> None:
+def unset_cmd(aggregate_uuid: str, keys: tuple[str, ...], out: Output) -> None:
     """Remove keys (all or none: an unknown key fails the whole call)."""
-    _emit([agg_md.unset_metadata(get_db(), aggregate_uuid, keys)], as_json)
+    _emit([agg_md.unset_metadata(get_db(), aggregate_uuid, keys)], out)
 
 
 @aggregate_metadata_group.command("show")
 @click.argument("aggregate_uuid", required=False)
-@json_option
+@output_options
 @handles_errors
-def show_cmd(aggregate_uuid: str | None, as_json: bool) -> None:
+def show_cmd(aggregate_uuid: str | None, out: Output) -> None:
     """Show one aggregate's metadata, or every aggregate that has some."""
     db = get_db()
     if aggregate_uuid is None:
-        _emit(agg_md.list_metadata(db), as_json, many=True)
+        _emit(agg_md.list_metadata(db), out, many=True)
     else:
-        _emit([agg_md.get_metadata(db, aggregate_uuid)], as_json)
+        _emit([agg_md.get_metadata(db, aggregate_uuid)], out)
 
 
 COMMANDS = [aggregate_metadata_group]

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import sys
 import uuid as uuidlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import click
 
-from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
+from rpquery.cli._format import Cell, Listing, Output, output_options
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.models import ConsumerAllocations
 from rpquery.usage import reads as usages_mod
@@ -197,14 +198,14 @@ def load(
     "--consumer-type",
     help="A type name, 'all' (one group summing everything) or 'unknown' (untyped).",
 )
-@json_option
+@output_options
 @handles_errors
 def usages(
     query: str | None,
     project_id: str | None,
     user_id: str | None,
     consumer_type: str | None,
-    as_json: bool,
+    out: Output,
 ) -> None:
     """Usages of a project (and user) grouped by consumer type (Placement 1.38+).
 
@@ -229,21 +230,16 @@ def usages(
         user_id=args.get("user_id"),
         consumer_type=args.get("consumer_type"),
     )
-    if as_json:
-        emit_json(usages_mod.render_project_usages(report))
-        return
     classes = sorted({rc for g in report.groups for rc in g.resources})
     title = f"usages of project {report.project_id}"
     if report.user_id:
         title += f", user {report.user_id}"
-    emit_table(
-        title,
-        ["consumer type", "consumers", *classes],
-        (
-            [g.consumer_type, g.consumer_count, *(g.resources.get(rc, 0) for rc in classes)]
-            for g in report.groups
-        ),
-    )
+    rows = [
+        [g.consumer_type, g.consumer_count, *(g.resources.get(rc, 0) for rc in classes)]
+        for g in report.groups
+    ]
+    listing = Listing(["consumer type", "consumers", *classes], rows, title)
+    out.emit(listing, lambda: usages_mod.render_project_usages(report))
 
 
 # ---------------------------------------------------------------- claim / release
@@ -276,26 +272,31 @@ def parse_allocation(text: str) -> tuple[str, dict[str, int]]:
     return rp_uuid.strip(), amounts
 
 
-def _show_consumer(consumer_uuid: str, as_json: bool) -> None:
+def _show_consumer(consumer_uuid: str, out: Output) -> None:
+    """The consumer's allocations, one row per provider (``resources`` as data:
+    ``{class: amount}``); the consumer's owner and generation head the table."""
     view = usages_mod.consumer_allocations(get_db(), consumer_uuid)
-    if as_json:
-        emit_json({"consumer_uuid": consumer_uuid, **usages_mod.render_consumer_allocations(view)})
-        return
-    if not view.allocations:
-        click.echo(f"consumer {consumer_uuid} has no allocations")
-        return
-    click.echo(
-        f"consumer {consumer_uuid} ({view.consumer_type}, project {view.project_id}, "
-        f"user {view.user_id}) at generation {view.generation}"
+    rows = [
+        [rp, pa.generation, Cell(_resources(pa.resources), dict(sorted(pa.resources.items())))]
+        for rp, pa in sorted(view.allocations.items())
+    ]
+    if out.is_table:
+        if not view.allocations:
+            click.echo(f"consumer {consumer_uuid} has no allocations")
+            return
+        click.echo(
+            f"consumer {consumer_uuid} ({view.consumer_type}, project {view.project_id}, "
+            f"user {view.user_id}) at generation {view.generation}"
+        )
+    listing = Listing(["provider", "generation", "resources"], rows, "allocations")
+    out.emit(
+        listing,
+        lambda: {"consumer_uuid": consumer_uuid, **usages_mod.render_consumer_allocations(view)},
     )
-    emit_table(
-        "allocations",
-        ["provider", "generation", "resources"],
-        (
-            [rp, pa.generation, ", ".join(f"{rc}:{n}" for rc, n in sorted(pa.resources.items()))]
-            for rp, pa in sorted(view.allocations.items())
-        ),
-    )
+
+
+def _resources(resources: Mapping[str, int]) -> str:
+    return ", ".join(f"{rc}:{n}" for rc, n in sorted(resources.items()))
 
 
 @click.command("claim")
@@ -310,7 +311,7 @@ def _show_consumer(consumer_uuid: str, as_json: bool) -> None:
     default=None,
     help="Consumer generation last seen (default: the current one, or new).",
 )
-@json_option
+@output_options
 @handles_errors
 def claim(
     allocation: tuple[str, ...],
@@ -319,7 +320,7 @@ def claim(
     user_id: str,
     consumer_type: str,
     generation: int | None,
-    as_json: bool,
+    out: Output,
 ) -> None:
     """Replace every allocation of a consumer, atomically.
 
@@ -343,7 +344,7 @@ def claim(
         db,
         ConsumerAllocations(consumer_uuid, project_id, user_id, consumer_type, generation, wanted),
     )
-    _show_consumer(consumer_uuid, as_json)
+    _show_consumer(consumer_uuid, out)
 
 
 @click.command("release")

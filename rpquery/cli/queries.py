@@ -23,6 +23,7 @@ import click
 
 from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
 from rpquery.cli._common import query_pairs as _pairs
+from rpquery.cli._format import Cell, Listing, Output, output_options
 from rpquery.errors import DatabaseError, InvalidRequest
 from rpquery.read.candidates import AllocationCandidates, allocation_candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates, parse_providers
@@ -155,9 +156,10 @@ def _resources_text(resources: Any) -> str:
     return ", ".join(f"{rc}:{n}" for rc, n in sorted(resources.items()))
 
 
-def show_candidates(result: AllocationCandidates, title: str) -> None:
-    """One row per allocation request: the host, then one line per provider used with
-    its resources and, for granular requests, the groups it serves."""
+def candidates_listing(result: AllocationCandidates, title: str) -> Listing:
+    """One row per allocation request: its number, the host, and one line per provider
+    used with its resources and, for granular requests, the groups it serves (as data:
+    ``{provider uuid: {class: amount}}``)."""
     names = _provider_names(result)
     granular = any(set(a.mappings) - {""} for a in result.allocation_requests)
     rows = []
@@ -172,12 +174,18 @@ def show_candidates(result: AllocationCandidates, title: str) -> None:
             if granular and rp in groups:
                 line += f"  [{', '.join(sorted(groups[rp]))}]"
             lines.append(line)
-        rows.append([n, names.get(req.root_uuid, req.root_uuid), "\n".join(lines)])
-    emit_table(title, ["#", "host", "allocations"], rows)
-    click.echo(
+        data = {rp: dict(sorted(res.items())) for rp, res in sorted(req.allocations.items())}
+        rows.append([n, names.get(req.root_uuid, req.root_uuid), Cell("\n".join(lines), data)])
+    note = (
         f"{len(result.allocation_requests)} allocation requests; "
         f"{len(result.provider_summaries)} providers in the summaries"
     )
+    return Listing(["#", "host", "allocations"], rows, title, [note])
+
+
+def show_candidates(result: AllocationCandidates, title: str) -> None:
+    """The candidates as a table, with the counts line after it."""
+    Output().emit(candidates_listing(result, title))
 
 
 @click.command("candidates")
@@ -189,7 +197,7 @@ def show_candidates(result: AllocationCandidates, title: str) -> None:
     help="Work budget of the search (default: RPQUERY_MAX_SEARCH_STEPS, else 1,000,000).",
 )
 @policy_options
-@json_option
+@output_options
 @handles_errors
 def candidates(
     query: str | None,
@@ -198,7 +206,7 @@ def candidates(
     extra_specs: str | None,
     nova_compat: bool,
     server_group: str | None,
-    as_json: bool,
+    out: Output,
     **flags: Any,
 ) -> None:
     """Allocation candidates (GET /allocation_candidates, microversion 1.39).
@@ -214,10 +222,7 @@ def candidates(
     result = allocation_candidates(
         db, request, policies=policies, max_search_steps=max_search_steps
     )
-    if as_json:
-        emit_json(result.to_placement())
-    else:
-        show_candidates(result, "allocation candidates")
+    out.emit(candidates_listing(result, "allocation candidates"), result.to_placement)
 
 
 # ---------------------------------------------------------------- providers
@@ -232,7 +237,7 @@ def candidates(
 @click.option("--member-of", multiple=True, help="Aggregates: uuid, in:a,b, !uuid.")
 @click.option("--in-tree", help="Only the tree of this provider uuid.")
 @policy_options
-@json_option
+@output_options
 @handles_errors
 def providers(
     query: str | None,
@@ -245,7 +250,7 @@ def providers(
     extra_specs: str | None,
     nova_compat: bool,
     server_group: str | None,
-    as_json: bool,
+    out: Output,
 ) -> None:
     """Resource providers (GET /resource_providers, microversion 1.39).
 
@@ -268,30 +273,30 @@ def providers(
     db = get_db()
     policies = build_policies(db, extra_specs, nova_compat, server_group)
     found = provider_list.list_providers(db, request, policies=policies)
-    if as_json:
-        emit_json(provider_list.to_placement(found))
-    else:
-        show_providers(found)
+    out.emit(providers_listing(found), lambda: provider_list.to_placement(found))
+
+
+def providers_listing(found: Sequence[ResourceProvider]) -> Listing:
+    """One row per provider; parent and root by name when they are listed too (their
+    uuid otherwise)."""
+    names = {p.uuid: p.name or p.uuid for p in found}
+    rows = [
+        [
+            p.name,
+            p.uuid,
+            p.generation,
+            names.get(p.parent_uuid, p.parent_uuid) if p.parent_uuid else None,
+            names.get(p.root_uuid, p.root_uuid) if p.root_uuid != p.uuid else None,
+        ]
+        for p in found
+    ]
+    columns = ["name", "uuid", "generation", "parent", "root"]
+    return Listing(columns, rows, "resource providers", [f"{len(found)} providers"])
 
 
 def show_providers(found: Sequence[ResourceProvider]) -> None:
-    """One row per provider; parent and root by name when they are listed too."""
-    names = {p.uuid: p.name or p.uuid for p in found}
-    emit_table(
-        "resource providers",
-        ["name", "uuid", "generation", "parent", "root"],
-        (
-            [
-                p.name,
-                p.uuid,
-                p.generation,
-                names.get(p.parent_uuid, p.parent_uuid) if p.parent_uuid else None,
-                names.get(p.root_uuid, p.root_uuid) if p.root_uuid != p.uuid else None,
-            ]
-            for p in found
-        ),
-    )
-    click.echo(f"{len(found)} providers")
+    """The providers as a table, with the count after it."""
+    Output().emit(providers_listing(found))
 
 
 # ---------------------------------------------------------------- explain

@@ -15,7 +15,8 @@ from typing import IO
 import click
 import sqlalchemy as sa
 
-from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import get_db, handles_errors
+from rpquery.cli._format import Listing, Output, output_options
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
 from rpquery.store.tables import resource_providers
@@ -33,9 +34,9 @@ def _generations(db: Database, rp_uuids: list[str]) -> dict[str, int]:
 
 @click.command("reshape")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-@json_option
+@output_options
 @handles_errors
-def reshape(file: IO[str], as_json: bool) -> None:
+def reshape(file: IO[str], out: Output) -> None:
     """Move inventories and allocations between providers atomically (POST /reshaper)."""
     try:
         body = json.load(file)
@@ -54,14 +55,12 @@ def reshape(file: IO[str], as_json: bool) -> None:
     reshaper.reshape(db, request.inventories, request.allocations)
     generations = _generations(db, sorted(request.inventories))
     consumers = sorted(req.consumer_uuid for req in request.allocations)
-    if as_json:
-        emit_json({"providers": generations, "consumers": consumers})
-        return
-    emit_table(
-        f"reshaped {len(generations)} providers, {len(consumers)} consumers",
+    listing = Listing(
         ["provider", "generation"],
         sorted(generations.items()),
+        f"reshaped {len(generations)} providers, {len(consumers)} consumers",
     )
+    out.emit(listing, lambda: {"providers": generations, "consumers": consumers})
 
 
 COMMANDS: list[click.Command] = [reshape]

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import get_db, handles_errors
 from rpquery.cli._common import query_pairs as _pairs
+from rpquery.cli._format import Listing, Output, output_options
 from rpquery.server_groups import groups as sg
 from rpquery.server_groups import weighers as w
 
@@ -86,7 +87,7 @@ def server_group() -> None:
 )
 @click.option("--project", required=True, help="Owning project (external id).")
 @click.option("--user", required=True, help="Owning user (external id).")
-@json_option
+@output_options(listing=False)
 @handles_errors
 def create(
     name: str,
@@ -94,35 +95,40 @@ def create(
     max_server_per_host: int | None,
     project: str,
     user: str,
-    as_json: bool,
+    out: Output,
 ) -> None:
-    """Create a group and print its uuid."""
+    """Create a group and print its uuid (-f: its fields)."""
     rules = None if max_server_per_host is None else {sg.MAX_SERVER_PER_HOST: max_server_per_host}
     group = sg.create_group(get_db(), name, policies, project, user, rules)
-    if as_json:
-        emit_json(sg.ServerGroupDetail(group, ()).as_dict())
-    else:
+    if out.is_table and not out.columns:
         click.echo(group.uuid)
+        return
+    fields = {
+        "uuid": group.uuid,
+        "name": group.name,
+        "policy": group.policy,
+        "rules": dict(group.rules),
+        "project_id": group.project_id,
+        "user_id": group.user_id,
+    }
+    out.show(fields, "server group", lambda: sg.ServerGroupDetail(group, ()).as_dict())
 
 
 @server_group.command("show")
 @click.argument("group_uuid")
-@json_option
+@output_options
 @handles_errors
-def show(group_uuid: str, as_json: bool) -> None:
-    """A group with its members and their hosts."""
+def show(group_uuid: str, out: Output) -> None:
+    """A group's members and their hosts (the group itself on the line above the table)."""
     detail = sg.show_group(get_db(), group_uuid)
-    if as_json:
-        emit_json(detail.as_dict())
-        return
     g = detail.group
-    rules = ", ".join(f"{k}={v}" for k, v in g.rules.items())
-    click.echo(f"{g.uuid} {g.name} policy={g.policy} {rules}".rstrip())
-    emit_table(
-        "members",
-        ["instance", "hosts"],
-        [(m.instance_uuid, ", ".join(h.name or h.uuid for h in m.hosts)) for m in detail.members],
-    )
+    if out.is_table:
+        rules = ", ".join(f"{k}={v}" for k, v in g.rules.items())
+        click.echo(f"{g.uuid} {g.name} policy={g.policy} {rules}".rstrip())
+    rows = [
+        (m.instance_uuid, ", ".join(h.name or h.uuid for h in m.hosts)) for m in detail.members
+    ]
+    out.emit(Listing(["instance", "hosts"], rows, "members"), detail.as_dict)
 
 
 @server_group.command("delete")
@@ -133,15 +139,10 @@ def delete(group_uuid: str) -> None:
     sg.delete_group(get_db(), group_uuid)
 
 
-def _emit_placed(placed: Sequence[Scheduled], as_json: bool) -> None:
-    if as_json:
-        emit_json([p.as_dict() for p in placed])
-        return
-    emit_table(
-        "scheduled",
-        ["instance", "host", "host uuid"],
-        [(p.instance_uuid, p.host.name, p.host.uuid) for p in placed],
-    )
+def _emit_placed(placed: Sequence[Scheduled], out: Output) -> None:
+    rows = [(p.instance_uuid, p.host.name, p.host.uuid) for p in placed]
+    listing = Listing(["instance", "host", "host uuid"], rows, "scheduled")
+    out.emit(listing, lambda: [p.as_dict() for p in placed])
 
 
 @click.command("schedule")
@@ -152,7 +153,7 @@ def _emit_placed(placed: Sequence[Scheduled], as_json: bool) -> None:
 @click.option("--consumer-type", default="INSTANCE", show_default=True)
 @click.option("--count", type=int, default=1, show_default=True, help="Instances to place.")
 @_with_weigher_options
-@json_option
+@output_options
 @handles_errors
 def schedule(
     query: str,
@@ -163,7 +164,7 @@ def schedule(
     count: int,
     enabled: tuple[str, ...],
     multipliers: tuple[str, ...],
-    as_json: bool,
+    out: Output,
 ) -> None:
     """Pick and claim hosts for COUNT new instances of a server group, one at a time."""
     from rpquery.server_groups import scheduling
@@ -178,7 +179,7 @@ def schedule(
         count=count,
         weighers=_weighers(enabled, multipliers),
     )
-    _emit_placed(placed, as_json)
+    _emit_placed(placed, out)
 
 
 @click.command("move")
@@ -186,7 +187,7 @@ def schedule(
 @click.option("--instance", "instance_uuid", required=True, help="Member to move.")
 @click.option("--action", type=click.Choice(MOVE_ACTIONS), required=True, help="Kind of move.")
 @_with_weigher_options
-@json_option
+@output_options
 @handles_errors
 def move(
     query: str,
@@ -194,7 +195,7 @@ def move(
     action: Any,
     enabled: tuple[str, ...],
     multipliers: tuple[str, ...],
-    as_json: bool,
+    out: Output,
 ) -> None:
     """Migrate, evacuate or rebuild a member of a server group."""
     from rpquery.server_groups import scheduling
@@ -206,7 +207,7 @@ def move(
         action,
         weighers=_weighers(enabled, multipliers),
     )
-    _emit_placed([placed], as_json)
+    _emit_placed([placed], out)
 
 
 COMMANDS = [server_group, schedule, move]

@@ -23,7 +23,8 @@ from typing import Any
 import click
 
 from rpquery import tags as t
-from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, json_option
+from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
+from rpquery.cli._format import Listing, Output, output_options
 from rpquery.db import Database
 from rpquery.errors import Conflict, InvalidRequest
 from rpquery.tags.fake_db import DbFakeBackend
@@ -84,19 +85,25 @@ def _jsonable(value: Any) -> Any:
     return str(value) if isinstance(value, t.TagStatus) else value
 
 
-def _show_tags(instance: str, namespace: str, found: Sequence[t.Tag], as_json: bool) -> None:
-    if as_json:
-        emit_json({"instance": instance, "namespace": namespace, "tags": _jsonable(found)})
-    else:
+def _tags_listing(namespace: str, found: Sequence[t.Tag]) -> Listing:
+    rows = [(x.tag, str(x.status)) for x in found]
+    return Listing(["tag", "status"], rows, f"{namespace} tags")
+
+
+def _show_tags(instance: str, namespace: str, found: Sequence[t.Tag], out: Output) -> None:
+    if out.is_table:
         click.echo(f"instance {instance}")
-        emit_table(f"{namespace} tags", ["tag", "status"], [(x.tag, x.status) for x in found])
+    out.emit(
+        _tags_listing(namespace, found),
+        lambda: {"instance": instance, "namespace": namespace, "tags": _jsonable(found)},
+    )
 
 
 def _write(
     instance: str,
     namespace: str,
     opts: tuple[str, bool, bool],
-    as_json: bool,
+    out: Output,
     action: Callable[[Database, DbFakeBackend], list[t.TagWriteResult]],
 ) -> None:
     db = get_db()
@@ -108,16 +115,17 @@ def _write(
     report = _settle(db, fake)
     final = t.list_tags(db, instance, namespace)
     failed = _failed(results, final)
-    if as_json:
-        emit_json(
-            {
+    if not out.is_table:
+        out.emit(
+            _tags_listing(namespace, final),
+            lambda: {
                 "writes": [_jsonable(dataclasses.replace(r, tags=())) for r in results],
                 "outcomes": _jsonable(report),
                 "instance": instance,
                 "namespace": namespace,
                 "tags": _jsonable(final),
                 "failed": failed,
-            }
+            },
         )
         _raise_failed(failed)
         return
@@ -133,7 +141,7 @@ def _write(
                 click.echo(f"{label}: {', '.join(items)}")
         for skip in r.skipped:
             click.echo(f"skipped {skip.tag!r}: conflicts with present tag {skip.kept!r}")
-    _show_tags(instance, namespace, final, False)
+    _show_tags(instance, namespace, final, out)
     _raise_failed(failed)
 
 
@@ -168,11 +176,11 @@ def tags_group() -> None:
 @tags_group.command("list")
 @click.argument("instance")
 @namespace_option
-@json_option
+@output_options
 @handles_errors
-def tags_list(instance: str, namespace: str, as_json: bool) -> None:
+def tags_list(instance: str, namespace: str, out: Output) -> None:
     """Tags of INSTANCE in the namespace, with their status."""
-    _show_tags(instance, namespace, t.list_tags(get_db(), instance, namespace), as_json)
+    _show_tags(instance, namespace, t.list_tags(get_db(), instance, namespace), out)
 
 
 @tags_group.command("check")
@@ -202,7 +210,7 @@ def _multi(
         backend: str,
         lag: bool,
         fail: bool,
-        as_json: bool,
+        out: Output,
         tags: tuple[str, ...] = (),
     ) -> None:
         if per_tag and not tags:
@@ -215,10 +223,10 @@ def _multi(
                 return [fn(db, fake, instance, tags, namespace)]
             return [fn(db, fake, instance, namespace)]
 
-        _write(instance, namespace, (backend, lag, fail), as_json, action)
+        _write(instance, namespace, (backend, lag, fail), out, action)
 
     command.__doc__ = doc
-    decorated: Callable[..., Any] = json_option(handles_errors(command))
+    decorated: Callable[..., Any] = output_options(handles_errors(command))
     decorated = namespace_option(_backend_options(decorated))
     if per_tag or create:  # delete-all takes no TAG (its usage line must not offer one)
         decorated = click.argument("tags", nargs=-1)(decorated)
@@ -296,9 +304,9 @@ def _echo_changes(report: dict[str, Any]) -> None:
 )
 @click.option("--clear", is_flag=True, help="Remove every pair of the namespace.")
 @namespace_option
-@json_option
+@output_options
 @handles_errors
-def tags_conflicts(pairs: tuple[str, ...], clear: bool, namespace: str, as_json: bool) -> None:
+def tags_conflicts(pairs: tuple[str, ...], clear: bool, namespace: str, out: Output) -> None:
     """Show or declare mutually exclusive tags of a namespace."""
     db = get_db()
     if pairs or clear:
@@ -312,12 +320,13 @@ def tags_conflicts(pairs: tuple[str, ...], clear: bool, namespace: str, as_json:
             parsed.append((a, b))
         t.set_conflicts(db, namespace, parsed)
     rules = t.list_conflicts(db, namespace)
-    if as_json:
-        emit_json({"namespace": namespace, "conflicts": [[r.tag_a, r.tag_b] for r in rules]})
-    else:
-        emit_table(
-            f"exclusive {namespace} tags", ["tag", "excludes"], [(r.tag_a, r.tag_b) for r in rules]
-        )
+    listing = Listing(
+        ["tag", "excludes"], [(r.tag_a, r.tag_b) for r in rules], f"exclusive {namespace} tags"
+    )
+    out.emit(
+        listing,
+        lambda: {"namespace": namespace, "conflicts": [[r.tag_a, r.tag_b] for r in rules]},
+    )
 
 
 # ------------------------------------------------------------------ instances
@@ -330,7 +339,7 @@ def tags_conflicts(pairs: tuple[str, ...], clear: bool, namespace: str, as_json:
 @click.option("--not-tags-any", help="Has none of these.")
 @click.option("--include-pending", is_flag=True, help="Count PENDADD tags too.")
 @namespace_option
-@json_option
+@output_options
 @handles_errors
 def instances(
     tags_all: str | None,
@@ -339,7 +348,7 @@ def instances(
     not_tags_any: str | None,
     include_pending: bool,
     namespace: str,
-    as_json: bool,
+    out: Output,
 ) -> None:
     """Instances selected by their tags in one namespace (filters combine with AND)."""
     flt = t.parse_filter(
@@ -351,10 +360,8 @@ def instances(
         include_pending=include_pending,
     )
     found = t.list_instances(get_db(), flt, namespace)
-    if as_json:
-        emit_json({"namespace": namespace, "instances": list(found)})
-    else:
-        emit_table(f"instances ({namespace} tags)", ["instance"], [(u,) for u in found])
+    listing = Listing(["instance"], [(u,) for u in found], f"instances ({namespace} tags)")
+    out.emit(listing, lambda: {"namespace": namespace, "instances": list(found)})
 
 
 COMMANDS = [tags_group, instances]

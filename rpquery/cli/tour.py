@@ -55,6 +55,16 @@ GRANULAR = (
     "&resources_NET=SRIOV_NET_VF:1&required_NET=CUSTOM_PHYSNET_A"
     "&group_policy=isolate&limit=3"
 )
+HEADROOM = "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU"
+GROUP_CREATE = [
+    "server-group",
+    "create",
+    "--name",
+    GROUP_NAME,
+    "--policy",
+    "soft-anti-affinity",
+    *TOUR_OWNER,
+]
 
 #: A step's arguments may depend on the loaded data (a project id, a provider uuid).
 ArgsFn = Callable[[Database], Sequence[str] | None]
@@ -256,19 +266,16 @@ def tour_steps() -> list[Step]:
             ["candidates", GRANULAR],
         ),
         Step(
-            "Why no host fits 200 VCPUs: hosts per rejection reason, in filter order",
+            "Why no host fits 200 VCPUs: root providers per rejection reason, in filter order",
             ["why", "resources=VCPU:200,MEMORY_MB:4096&required=!CUSTOM_GPU"],
         ),
         Step(
-            "How many more 2-VCPU instances fit: per host and per host aggregate",
-            [
-                "headroom",
-                "resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU",
-                "--group-by",
-                "aggregate",
-                "--top",
-                "5",
-            ],
+            "How many more 2-VCPU instances fit, per host (alone, and counted in the total)",
+            ["headroom", HEADROOM, "--top", "5"],
+        ),
+        Step(
+            "The same per host aggregate (a uuid in Placement: its members tell which)",
+            ["headroom", HEADROOM, "--group-by", "aggregate"],
         ),
         Step("Usages of one project, by consumer type", _usages_args),
         Step(f"Aggregate metadata on the host aggregate of {METADATA_HOST}", _metadata_args),
@@ -276,18 +283,7 @@ def tour_steps() -> list[Step]:
             "Flavor extra specs against aggregate metadata: only that aggregate's hosts",
             ["candidates", "resources=VCPU:1&limit=3", "--extra-specs", '{"tier": "gold"}'],
         ),
-        Step(
-            "A soft-anti-affinity server group",
-            [
-                "server-group",
-                "create",
-                "--name",
-                GROUP_NAME,
-                "--policy",
-                "soft-anti-affinity",
-                *TOUR_OWNER,
-            ],
-        ),
+        Step("A soft-anti-affinity server group", GROUP_CREATE),
         Step("Place three members: the weigher spreads them", _schedule_args),
         Step(
             "Tag the first member (user namespace, fake backend)", _tag_args(0, "web", "frontend")
