@@ -1,15 +1,20 @@
-"""Placement's policy rules (rpquery.api.policy) and their wiring through make_app:
-legacy (deprecated role:admin still accepted), secure RBAC (new defaults, scope
-enforced), open; the usages rule's project target; X-Project-Id and system scope."""
+"""Placement's policy rules on oslo.policy (rpquery.api.policy) and their wiring through
+make_app: legacy (deprecated role:admin ORed by oslo.policy), secure RBAC (new defaults),
+scope types, open; the usages rule's project target; an operator's policy file in
+oslo.policy's whole language; the oslopolicy-* tools' entry points."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from rpquery.api import make_app
 from rpquery.api.auth import Identity, noauth2
 from rpquery.api.errors import ApiError
-from rpquery.api.policy import PlacementPolicy, named_policy
+from rpquery.api.policy import OsloPolicy, list_rules, named_policy, policy_conf
 from tests.api_client import WsgiClient
 
 
@@ -37,15 +42,17 @@ def test_usages_are_open_to_a_reader_of_the_same_project() -> None:
 
 def test_system_scope_is_refused_for_project_scoped_rules() -> None:
     system_admin = who("admin", project=None, system="all")
-    assert not named_policy("secure-rbac").allows(system_admin, "placement:traits:list", {})
-    lax = PlacementPolicy(enforce_scope=False)
-    assert lax.allows(system_admin, "placement:traits:list", {})
+    for name in ("legacy-rbac", "secure-rbac", "open"):
+        assert not named_policy(name).allows(system_admin, "placement:traits:list", {})
+    domain_admin = Identity("u", None, frozenset({"admin"}), domain_id="default")
+    assert not named_policy("legacy-rbac").allows(domain_admin, "placement:traits:list", {})
+    assert named_policy("legacy-rbac").allows(who("admin"), "placement:traits:list", {})
 
 
 def test_open_policy_and_overrides() -> None:
     nobody = who()
     assert named_policy("open").allows(nobody, "placement:resource_providers:create", {})
-    custom = PlacementPolicy(rules={"placement:traits:list": "role:reader and not role:member"})
+    custom = OsloPolicy(rules={"placement:traits:list": "role:reader and not role:member"})
     assert custom.allows(who("reader"), "placement:traits:list", {})
     assert not custom.allows(who("reader", "member"), "placement:traits:list", {})
     with pytest.raises(ApiError) as info:
@@ -76,3 +83,58 @@ def test_make_app_policy_names(db) -> None:  # type: ignore[no-untyped-def]
     assert WsgiClient(make_app(db)).simulate_get("/traits", headers=member).status_code == 403
     open_app = WsgiClient(make_app(db, policy="open"))
     assert open_app.simulate_get("/traits", headers=member).status_code == 200
+
+
+def test_an_operator_policy_file_in_oslo_policy_language(tmp_path: Path) -> None:
+    """Parentheses, a custom role, ``not``, a generic check on the target: what the
+    hand-written engine of before could not parse, oslo.policy reads."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        '"placement:traits:list": "(role:auditor or role:reader) and not role:member"\n'
+        '"placement:usages": "role:auditor and project_id:%(project_id)s"\n'
+        '"placement:resource_providers:list": "rule:admin_or_service_api or '
+        '(role:auditor and user_id:u)"\n'
+    )
+    policy = OsloPolicy(policy_conf(enforce_new_defaults=True, policy_file=str(path)))
+    assert policy.allows(who("auditor"), "placement:traits:list", {})
+    assert policy.allows(who("reader"), "placement:traits:list", {})
+    assert not policy.allows(who("reader", "member"), "placement:traits:list", {})
+    assert policy.allows(who("auditor"), "placement:usages", {"project_id": "p1"})
+    assert not policy.allows(who("auditor"), "placement:usages", {"project_id": "p2"})
+    assert not policy.allows(who("reader"), "placement:usages", {"project_id": "p1"})
+    assert policy.allows(who("auditor"), "placement:resource_providers:list", {})
+    assert not policy.allows(
+        Identity("v", "p1", frozenset({"auditor"})), "placement:resource_providers:list", {}
+    )
+    # a rule the file leaves alone keeps Placement's default
+    assert not policy.allows(who("auditor"), "placement:traits:update", {})
+    assert policy.allows(who("service"), "placement:traits:update", {})
+
+
+def test_the_rules_are_placements() -> None:
+    """Every rule name a route checks is registered, with Placement's check strings."""
+    from rpquery.api.routes import ROUTES
+
+    rules = {r.name: r for r in list_rules()}
+    assert len(rules) == 38
+    assert {r.policy for r in ROUTES if r.policy} <= set(rules)
+    assert rules["placement:usages"].check_str == "rule:admin_or_project_reader_or_service_api"
+    assert rules["service_api"].deprecated_rule.check_str == "role:admin"
+    assert rules["placement:reshaper:reshape"].scope_types == ["project"]
+
+
+def test_oslopolicy_tools_list_rpquerys_rules(tmp_path: Path) -> None:
+    """The entry points: oslopolicy-sample-generator and oslopolicy-policy-generator
+    (oslo.policy's own tools) find rpquery's rules by namespace."""
+    bin_dir = Path(sys.executable).parent
+    sample = subprocess.run(
+        [str(bin_dir / "oslopolicy-sample-generator"), "--namespace", "rpquery"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert '#"placement:reshaper:reshape": "rule:service_api"' in sample
+    assert "# GET  /usages" in sample
+    effective = subprocess.run(
+        [str(bin_dir / "oslopolicy-policy-generator"), "--namespace", "rpquery"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout
+    assert '"placement:traits:list": "rule:admin_or_service_api"' in effective
