@@ -111,7 +111,7 @@ def _settings(conf: cfg.ConfigOpts, policy: str | None) -> Settings:
     replicas = [*db.replica_connections, *([db.slave_connection] if db.slave_connection else [])]
     read = tuple(conf.config_file) + tuple(_dir_files(conf.config_dir))
     return Settings(
-        connection=db.connection,
+        connection=_usable_url(db.connection),
         replicas=tuple(replicas),
         max_replica_lag=db.max_replica_lag,
         sync_on_startup=db.sync_on_startup,
@@ -124,6 +124,26 @@ def _settings(conf: cfg.ConfigOpts, policy: str | None) -> Settings:
         warnings=tuple(_warnings(conf, read)),
         conf=conf,
     )
+
+
+#: Drivers a Placement deployment names that rpquery does not install, and the ones it
+#: uses instead (same database, same URL otherwise).
+_DRIVERS = {"postgresql+psycopg2": ("psycopg2", "postgresql+psycopg")}
+
+
+def _usable_url(url: str | None) -> str | None:
+    """``url`` with a driver rpquery has when the file names one it lacks: Placement's
+    ``postgresql+psycopg2://`` becomes ``postgresql+psycopg://`` unless psycopg2 is
+    installed."""
+    if not url:
+        return url
+    import importlib.util
+
+    scheme, sep, rest = url.partition("://")
+    module, replacement = _DRIVERS.get(scheme, ("", ""))
+    if module and importlib.util.find_spec(module) is None:
+        return f"{replacement}{sep}{rest}"
+    return url
 
 
 def _dir_files(directory: str | None) -> list[str]:
