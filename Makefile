@@ -42,9 +42,9 @@ install: $(STAMP) ## Create .venv and install rpquery with its test and openstac
 run: $(STAMP) ## The main job: create rpquery.db (SQLite), load a sample cloud, print a guided tour
 	$(BIN)/rpquery --db $(DB) tour
 
-serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WORKERS processes (rpquery serve)
+serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WORKERS processes (rpquery serve, noauth2: development)
 	$(BIN)/rpquery --db $(DB) db upgrade
-	$(BIN)/rpquery --db $(DB) serve --bind $(BIND) --workers $(WORKERS)
+	$(BIN)/rpquery --db $(DB) serve --auth noauth2 --bind $(BIND) --workers $(WORKERS)
 
 test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB (CI=true fails on a missing backend)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
