@@ -188,3 +188,39 @@ def test_serve_starts_from_the_install_guide_conf(sqlite_db, tmp_path: Path) -> 
         proc.wait(timeout=30)
     stderr = log.read_text()
     assert "auth keystone" in stderr and "WARNING: configuration" not in stderr
+
+
+def test_the_module_level_wsgi_application_reads_placement_conf(  # type: ignore[no-untyped-def]
+    sqlite_db, tmp_path: Path
+) -> None:
+    """``rpquery.api.wsgi:application`` (uWSGI's ``--module``) is built from
+    ``$OS_PLACEMENT_CONFIG_DIR/placement.conf`` on first access, as Placement's is; the
+    factory ``create_app()`` reads the same file and the environment over it."""
+    url = sqlite_db.url.render_as_string(hide_password=False)
+    write(tmp_path, f"[api]\nauth_strategy = noauth2\n[placement_database]\nconnection = {url}\n")
+    probe = (
+        "import json, wsgiref.util\n"
+        "from rpquery.api import wsgi\n"
+        "def call(app, path):\n"
+        "    env = {'PATH_INFO': path, 'REQUEST_METHOD': 'GET', 'HTTP_X_AUTH_TOKEN': 'admin',\n"
+        "           'HTTP_X_OPENSTACK_REQUEST_ID': 'req-00000000-0000-4000-8000-000000000000'}\n"
+        "    wsgiref.util.setup_testing_defaults(env)\n"
+        "    out = []\n"
+        "    body = b''.join(app(env, lambda s, h, e=None: out.append((s, dict(h)))))\n"
+        "    return out[0][0][:3], out[0][1].get('x-openstack-request-id', ''), body\n"
+        "status, rid, body = call(wsgi.application, '/resource_providers')\n"
+        "print(json.dumps([status, rid.startswith('req-'), json.loads(body),\n"
+        "                  wsgi.application is wsgi.application,\n"
+        "                  call(wsgi.create_app(), '/resource_providers')[0]]))\n"
+    )
+    env = {**os.environ, "OS_PLACEMENT_CONFIG_DIR": str(tmp_path)}
+    env.pop("RPQUERY_DB_URL", None)
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    status, has_id, body, same, factory_status = __import__("json").loads(out)
+    assert (status, has_id, body, same) == ("200", True, {"resource_providers": []}, True)
+    assert factory_status == "200"
+    env["RPQUERY_API_AUTH"] = "keystone"  # the environment over the file: refused, no section
+    failed = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                            text=True)
+    assert failed.returncode != 0 and "needs a [keystone_authtoken] section" in failed.stderr

@@ -107,11 +107,23 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+#: What :func:`install_log_filter` appends to a handler's own format.
+IDS_SUFFIX = " [%(request_id)s %(global_request_id)s %(user_identity)s]"
+
+
 def install_log_filter(handler: logging.Handler) -> None:
-    """Put :class:`RequestIdFilter` and :data:`LOG_FORMAT` on ``handler`` (once)."""
-    if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
-        handler.addFilter(RequestIdFilter())
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    """Put :class:`RequestIdFilter` on ``handler`` (once) and the ids in its lines:
+    :data:`LOG_FORMAT` for a handler without a format, else its own format (gunicorn's
+    shape, what ``rpquery serve`` prints) followed by :data:`IDS_SUFFIX`."""
+    if any(isinstance(f, RequestIdFilter) for f in handler.filters):
+        return
+    handler.addFilter(RequestIdFilter())
+    current = handler.formatter
+    if current is None:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    else:
+        own = current._fmt or "%(message)s"  # noqa: SLF001 - the format it was given
+        handler.setFormatter(logging.Formatter(own + IDS_SUFFIX, current.datefmt))
 
 
 class RequestIdMiddleware:
