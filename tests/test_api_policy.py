@@ -138,3 +138,30 @@ def test_oslopolicy_tools_list_rpquerys_rules(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True, cwd=tmp_path,
     ).stdout
     assert '"placement:traits:list": "rule:admin_or_service_api"' in effective
+
+
+def test_without_the_openstack_extra(sqlite_db) -> None:  # type: ignore[no-untyped-def]
+    """The library and make_app(auth="none") / an own authorizer work without
+    oslo.policy & co; the policy presets say what to install."""
+    probe = (
+        "import sys\n"
+        "for name in ('oslo_policy', 'oslo_config', 'keystonemiddleware', 'oslo_middleware',"
+        " 'oslo_log'):\n"
+        "    sys.modules[name] = None\n"
+        "from rpquery.api import make_app\n"
+        "from rpquery.api.auth import admin_only\n"
+        "from tests.api_client import WsgiClient\n"
+        f"url = {sqlite_db.url.render_as_string(hide_password=False)!r}\n"
+        "h = {'x-auth-token': 'admin', 'accept': 'application/json'}\n"
+        "print(WsgiClient(make_app(url, auth='none')).simulate_get('/resource_providers').status_code)\n"
+        "app = make_app(url, authorizer=admin_only)\n"
+        "print(WsgiClient(app).simulate_get('/resource_providers', headers=h).status_code)\n"
+        "try:\n"
+        "    make_app(url)\n"
+        "except RuntimeError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).parent.parent).stdout.splitlines()
+    assert out[:2] == ["200", "200"]
+    assert "pip install 'rpquery[openstack]'" in out[2]
