@@ -224,3 +224,33 @@ def test_the_module_level_wsgi_application_reads_placement_conf(  # type: ignore
     failed = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
                             text=True)
     assert failed.returncode != 0 and "needs a [keystone_authtoken] section" in failed.stderr
+
+
+def test_cors_section_runs_oslo_middlewares_cors(sqlite_db, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``[cors] allowed_origin`` puts oslo.middleware's CORS in front, with Placement's
+    default headers; other origins get no allow headers."""
+    import wsgiref.util
+
+    from rpquery.api.deploy import build_app
+
+    url = sqlite_db.url.render_as_string(hide_password=False)
+    path = write(tmp_path, f"[api]\nauth_strategy = noauth2\n[placement_database]\n"
+                           f"connection = {url}\n[cors]\nallowed_origin = https://dash.example\n")
+    app = build_app(config.load([path]))
+
+    def preflight(origin: str) -> tuple[str, dict[str, str]]:
+        env = {"PATH_INFO": "/resource_providers", "REQUEST_METHOD": "OPTIONS",
+               "HTTP_ORIGIN": origin, "HTTP_ACCESS_CONTROL_REQUEST_METHOD": "GET",
+               "HTTP_ACCESS_CONTROL_REQUEST_HEADERS": "x-auth-token"}
+        wsgiref.util.setup_testing_defaults(env)
+        seen: list[tuple[str, dict[str, str]]] = []
+        b"".join(app(env, lambda s, h, e=None: seen.append((s, {k.lower(): v for k, v in h}))))
+        return seen[0]
+
+    status, headers = preflight("https://dash.example")
+    assert status.startswith("200") and headers["access-control-allow-origin"] == (
+        "https://dash.example"
+    )
+    assert "x-auth-token" in headers["access-control-allow-headers"].lower()
+    status, headers = preflight("https://evil.example")
+    assert "access-control-allow-origin" not in headers

@@ -164,7 +164,7 @@ def _log_path(log_file: str | None, log_dir: str | None) -> str | None:
 def _warnings(conf: cfg.ConfigOpts, files: Iterable[str]) -> list[str]:
     found: list[str] = []
     for path in files:
-        for section, key in _keys_in(path):
+        for section, key in keys_in(path):
             problem = opts.unknown(conf, section, key)
             if problem:
                 found.append(f"{path}: [{section}] {key}: {problem}")
@@ -190,7 +190,7 @@ class _KeyCollector(iniparser.BaseParser):
         self.keys.append((self.section, key))
 
 
-def _keys_in(path: str) -> list[tuple[str, str]]:
+def keys_in(path: str) -> list[tuple[str, str]]:
     collector = _KeyCollector()
     with open(path) as fh:
         collector.parse(fh)

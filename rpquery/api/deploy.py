@@ -19,7 +19,7 @@ import logging
 from typing import Any
 
 from rpquery.api import request_id
-from rpquery.api.config import ConfigError, Settings
+from rpquery.api.config import ConfigError, Settings, keys_in
 from rpquery.db import DEFAULT_URL, Database
 
 __all__ = ["build_app", "check", "setup_logging"]
@@ -39,9 +39,7 @@ def check(settings: Settings) -> None:
 
 
 def _has_keystone_section(settings: Settings) -> bool:
-    from rpquery.api.config import _keys_in
-
-    return any(s == "keystone_authtoken" for f in settings.files for s, _ in _keys_in(f))
+    return any(s == "keystone_authtoken" for f in settings.files for s, _ in keys_in(f))
 
 
 def build_app(settings: Settings, db: Database | None = None) -> Any:
