@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,37 +100,56 @@ def _wait_root(base: str, proc: subprocess.Popen[bytes], timeout: float = 90) ->
     raise RuntimeError(f"{base}/ did not answer within {timeout:.0f} s")
 
 
+@dataclass
+class _Server:
+    cmd: list[str]
+    base: str
+    log: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+
+
 @contextmanager
-def _running(cmd: list[str], base: str, log: Path, env: dict[str, str]) -> Iterator[str]:
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+def _running(*servers: _Server) -> Iterator[None]:
+    """Start every server at once (each takes seconds to import), wait for each, stop
+    them all on exit."""
+    for server in servers:
+        with open(server.log, "wb") as err:
+            server.proc = subprocess.Popen(
+                server.cmd, stdout=subprocess.DEVNULL, stderr=err, env=server.env
+            )
     try:
-        try:
-            _wait_root(base, proc)
-        except RuntimeError as error:
-            raise RuntimeError(f"{error}: {log.read_text()[-2000:]}") from None
-        yield base
+        for server in servers:
+            assert server.proc is not None
+            try:
+                _wait_root(server.base, server.proc)
+            except RuntimeError as error:
+                raise RuntimeError(f"{error}: {server.log.read_text()[-2000:]}") from None
+        yield
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        for server in servers:
+            if server.proc is not None:
+                server.proc.send_signal(signal.SIGTERM)
+        for server in servers:
+            if server.proc is None:
+                continue
+            try:
+                server.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.proc.kill()
+                server.proc.wait()
 
 
-@contextmanager
-def rpquery_serving(conf: Path) -> Iterator[str]:
+def rpquery_server(conf: Path) -> _Server:
+    """``rpquery serve --config-file`` on a free loopback port."""
     port = free_port()
     cmd = [sys.executable, "-m", "rpquery", "serve", "--config-file", str(conf),
            "--bind", f"127.0.0.1:{port}", "--workers", "1", "--access-log", "off"]
     env = {k: v for k, v in os.environ.items() if k != "RPQUERY_DB_URL"}
-    with _running(cmd, f"http://127.0.0.1:{port}", conf.with_name("rpquery.log"), env) as base:
-        yield base
+    return _Server(cmd, f"http://127.0.0.1:{port}", conf.with_name("rpquery.log"), env)
 
 
-@contextmanager
-def placement_serving(conf: Path) -> Iterator[str]:
+def placement_server(conf: Path) -> _Server:
     """Upstream Placement from the same file (its WSGI entry point reads
     ``$OS_PLACEMENT_CONFIG_DIR/placement.conf``)."""
     if not side_by_side.PYTHON.exists():
@@ -137,9 +157,8 @@ def placement_serving(conf: Path) -> Iterator[str]:
     port = free_port()
     cmd = [str(side_by_side.PYTHON), str(ROOT / "tests" / "placement_conf_server.py"),
            str(conf.parent), str(port)]
-    base = f"http://127.0.0.1:{port}"
-    with _running(cmd, base, conf.with_name("placement.log"), dict(os.environ)) as served:
-        yield served
+    return _Server(cmd, f"http://127.0.0.1:{port}", conf.with_name("placement.log"),
+                   dict(os.environ))
 
 
 def ask(
@@ -218,7 +237,9 @@ def test_the_same_conf_and_tokens_get_placements_answers(  # type: ignore[no-unt
     revoked = keystone.token("bob", "beta")
     keystone._tokens.pop("bob/beta")
     keystone.revoke(revoked)
-    with rpquery_serving(conf) as ours, placement_serving(conf) as theirs:
+    rpq, upstream = rpquery_server(conf), placement_server(conf)
+    with _running(rpq, upstream):
+        ours, theirs = rpq.base, upstream.base
         assert _write(ours, keystone, "cn-rpquery") == 200  # admin writes
         assert _write(theirs, keystone, "cn-placement") == 200
         mine, reference = _answers(ours, keystone, revoked), _answers(theirs, keystone, revoked)
