@@ -181,12 +181,13 @@ def start(directory: Path, port: int) -> Keystone:
     uid, gid = str(os.getuid()), str(os.getgid())
     fernet = _manage(directory, "fernet_setup", "--keystone-user", uid, "--keystone-group", gid)
     _synced_database(directory)
-    _finish(fernet)
-    _finish(_manage(
+    bootstrap = _manage(
         directory, "bootstrap", "--bootstrap-password", PASSWORD,
         "--bootstrap-admin-url", f"{url}/v3", "--bootstrap-public-url", f"{url}/v3",
         "--bootstrap-internal-url", f"{url}/v3", "--bootstrap-region-id", "RegionOne",
-    ))
+    )
+    _finish(fernet)
+    # the server's imports (~4 s) overlap bootstrap: it reads the database per request
     log = open(directory / "keystone.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
         [str(VENV / "bin" / "python"), str(ROOT / "tests" / "keystone_server.py"),
@@ -194,6 +195,12 @@ def start(directory: Path, port: int) -> Keystone:
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
+    try:
+        _finish(bootstrap)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     keystone = Keystone(url, proc, directory)
     try:
         _wait(url, proc)
