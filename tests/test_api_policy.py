@@ -166,3 +166,33 @@ def test_without_the_openstack_extra(sqlite_db) -> None:  # type: ignore[no-unty
                          check=True, cwd=Path(__file__).parent.parent).stdout.splitlines()
     assert out[:2] == ["200", "200"]
     assert "pip install 'rpquery[openstack]'" in out[2]
+
+
+def test_keystone_headers_are_read_only_behind_the_middleware() -> None:
+    """The identity headers count only on a request auth_token marked, and only with a
+    confirmed token (``delay_auth_decision`` lets an invalid one through as
+    ``X-Identity-Status: Invalid``)."""
+    from rpquery.api.auth import KEYSTONE_MARK, from_keystone_headers
+
+    env = {"HTTP_X_USER_ID": "u1", "HTTP_X_PROJECT_ID": "p1", "HTTP_X_ROLES": "reader,member",
+           "HTTP_X_IDENTITY_STATUS": "Confirmed", "HTTP_X_SERVICE_ROLES": "service"}
+    for unsure in (env, {**env, KEYSTONE_MARK: True, "HTTP_X_IDENTITY_STATUS": "Invalid"}):
+        with pytest.raises(ApiError) as info:
+            from_keystone_headers(unsure)
+        assert info.value.status == 401
+    caller = from_keystone_headers({**env, KEYSTONE_MARK: True})
+    assert (caller.user_id, caller.project_id) == ("u1", "p1")
+    assert caller.roles == {"reader", "member"} and caller.service_roles == {"service"}
+    system = from_keystone_headers({**env, KEYSTONE_MARK: True,
+                                    "HTTP_OPENSTACK_SYSTEM_SCOPE": "all"})
+    assert (system.project_id, system.system_scope) == (None, "all")
+
+
+def test_a_service_token_rule(tmp_path: Path) -> None:
+    """``service_roles:`` (the roles of an ``X-Service-Token``) reach oslo.policy."""
+    path = tmp_path / "policy.yaml"
+    path.write_text('"placement:traits:list": "role:reader and service_roles:service"\n')
+    policy = OsloPolicy(policy_conf(enforce_new_defaults=True, policy_file=str(path)))
+    with_service = Identity("u", "p1", frozenset({"reader"}), service_roles=frozenset({"service"}))
+    assert policy.allows(with_service, "placement:traits:list", {})
+    assert not policy.allows(who("reader"), "placement:traits:list", {})
