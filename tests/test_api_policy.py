@@ -196,3 +196,30 @@ def test_a_service_token_rule(tmp_path: Path) -> None:
     with_service = Identity("u", "p1", frozenset({"reader"}), service_roles=frozenset({"service"}))
     assert policy.allows(with_service, "placement:traits:list", {})
     assert not policy.allows(who("reader"), "placement:traits:list", {})
+
+
+def test_credentials_are_oslo_contexts_policy_values() -> None:
+    """What oslo.policy sees of a keystone caller is what oslo.context's
+    ``RequestContext.from_environ(...).to_policy_values()`` gives (Placement's path)."""
+    from oslo_context.context import RequestContext
+
+    from rpquery.api.auth import KEYSTONE_MARK, from_keystone_headers
+    from rpquery.api.policy import credentials
+
+    base = {"HTTP_X_USER_ID": "u1", "HTTP_X_PROJECT_ID": "p1", "HTTP_X_ROLES": "reader,member",
+            "HTTP_X_IDENTITY_STATUS": "Confirmed", "HTTP_X_USER_DOMAIN_ID": "default",
+            "HTTP_X_PROJECT_DOMAIN_ID": "default", "HTTP_X_IS_ADMIN_PROJECT": "False",
+            "HTTP_X_SERVICE_ROLES": "service", "HTTP_X_SERVICE_USER_ID": "nova",
+            "HTTP_X_SERVICE_PROJECT_ID": "svc", "HTTP_X_SERVICE_USER_DOMAIN_ID": "default",
+            "HTTP_X_SERVICE_PROJECT_DOMAIN_ID": "default"}
+    system = {**base, "HTTP_OPENSTACK_SYSTEM_SCOPE": "all"}
+    del system["HTTP_X_PROJECT_ID"]
+    domain = {**base, "HTTP_X_DOMAIN_ID": "d1"}
+    del domain["HTTP_X_PROJECT_ID"]
+    for env in (base, system, domain):
+        theirs = dict(RequestContext.from_environ(env).to_policy_values())
+        mine = credentials(from_keystone_headers({**env, KEYSTONE_MARK: True}))
+        theirs["roles"], theirs["service_roles"] = (
+            sorted(theirs["roles"]), sorted(theirs["service_roles"])
+        )
+        assert mine == theirs

@@ -68,6 +68,10 @@ class Identity:
     user_domain_id: str | None = None
     project_domain_id: str | None = None
     is_admin_project: bool = True
+    service_user_id: str | None = None
+    service_user_domain_id: str | None = None
+    service_project_id: str | None = None
+    service_project_domain_id: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -118,7 +122,12 @@ def from_keystone_headers(environ: Mapping[str, Any]) -> Identity:
         user_domain_id=environ.get("HTTP_X_USER_DOMAIN_ID") or None,
         project_domain_id=environ.get("HTTP_X_PROJECT_DOMAIN_ID") or None,
         is_admin_project=environ.get("HTTP_X_IS_ADMIN_PROJECT", "True").lower() == "true",
+        **{f"service_{n}": environ.get(f"HTTP_X_SERVICE_{n.upper()}") or None for n in _SERVICE},
     )
+
+
+#: The service token's attributes auth_token sets as ``X-Service-<Name>``.
+_SERVICE = ("user_id", "user_domain_id", "project_id", "project_domain_id")
 
 
 def forbidden(rule: str) -> ApiError:

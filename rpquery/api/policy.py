@@ -236,6 +236,10 @@ def credentials(identity: Identity) -> dict[str, Any]:
         "is_admin_project": identity.is_admin_project,
         "user_domain_id": identity.user_domain_id,
         "project_domain_id": identity.project_domain_id,
+        "service_user_id": identity.service_user_id,
+        "service_user_domain_id": identity.service_user_domain_id,
+        "service_project_id": identity.service_project_id,
+        "service_project_domain_id": identity.service_project_domain_id,
     }
 
 
