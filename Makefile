@@ -25,7 +25,7 @@ GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py te
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement soak placement-venv osc-venv keystone-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -34,17 +34,17 @@ help: ## List the targets
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,openstack]'
 	touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install rpquery with its test extras (pinned by constraints.txt)
+install: $(STAMP) ## Create .venv and install rpquery with its test and openstack extras (pinned by constraints.txt)
 
 run: $(STAMP) ## The main job: create rpquery.db (SQLite), load a sample cloud, print a guided tour
 	$(BIN)/rpquery --db $(DB) tour
 
-serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WORKERS processes (rpquery serve)
+serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WORKERS processes (rpquery serve, noauth2: development)
 	$(BIN)/rpquery --db $(DB) db upgrade
-	$(BIN)/rpquery --db $(DB) serve --bind $(BIND) --workers $(WORKERS)
+	$(BIN)/rpquery --db $(DB) serve --auth noauth2 --bind $(BIND) --workers $(WORKERS)
 
 test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB (CI=true fails on a missing backend)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -97,6 +97,10 @@ bench-shapes: $(STAMP) ## Never-seen requests: random candidates request shapes 
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads and claims/s (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
 
+keystone-venv: ## Install Keystone 30.0.0 (pinned by tests/keystone-constraints.txt) into .venv-keystone for the drop-in tests (tests/test_keystone_*.py)
+	test -x .venv-keystone/bin/python || $(PYTHON) -m venv .venv-keystone
+	.venv-keystone/bin/python -m pip install -q -c tests/keystone-constraints.txt keystone==30.0.0
+
 osc-venv: ## Install osc-placement (pinned) into .venv-osc for the real-client test (tests/test_osc_placement.py)
 	test -x .venv-osc/bin/python || $(PYTHON) -m venv .venv-osc
 	.venv-osc/bin/python -m pip install -q -c tests/osc-constraints.txt osc-placement python-openstackclient
@@ -114,4 +118,4 @@ diff-placement: $(STAMP) ## Differential test vs OpenStack Placement on random c
 	$(BIN)/python -m tests.differential.run --seeds $(SEEDS) --backends $(BACKENDS) --requests $(DIFF_REQUESTS)
 
 clean: ## Remove the virtualenv, caches and the embedded database
-	rm -rf $(VENV) .venv-placement .venv-osc .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*
+	rm -rf $(VENV) .venv-placement .venv-osc .venv-keystone .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*

@@ -38,6 +38,8 @@ def serve_command(
         "--db",
         db_url,
         "serve",
+        "--auth",
+        "noauth2",
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",

@@ -6,8 +6,10 @@ True
 
 One Falcon app; per request, in order (as Placement's middleware stack does it):
 
-1. a request id (``x-openstack-request-id``);
-2. authentication (``noauth2``; the root ``/`` and ``/healthcheck`` need none) → 401;
+1. request ids (``x-openstack-request-id``; an inbound valid one is kept as the global
+   request id: :mod:`rpquery.api.request_id`), bound to every log line of the request;
+2. authentication (``keystone``: the headers keystonemiddleware set; ``noauth2``; the
+   root ``/`` and ``/healthcheck`` need none) → 401;
 3. microversion negotiation (``OpenStack-API-Version``) → 400 / 406;
 4. ``Content-Length`` without ``Content-Type`` → 400;
 5. routing (404, 405 with ``allow``), the route's version range (404), its content
@@ -21,17 +23,16 @@ the version is known, and the request id. Errors of any kind are rendered by
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import falcon
 
 from rpquery.api import auth as auth_mod
+from rpquery.api import request_id
 from rpquery.api.context import RequestContext
 from rpquery.api.errors import ApiError, from_rpquery, render
 from rpquery.api.microversion import HEADER, SERVICE, parse_header
-from rpquery.api.policy import named_policy
 from rpquery.api.routing import Route, add_routes
 from rpquery.api.util import ctx
 from rpquery.db import Database
@@ -72,8 +73,11 @@ class _Negotiation:
         context = ctx(req)
         context.db = self.db
         context.authorizer = self.authorizer
-        context.request_id = f"req-{uuid.uuid4()}"
         env = req.env
+        ids = request_id.ids_for(env)
+        context.request_id = ids.request_id
+        context.global_request_id = ids.global_request_id
+        req.context.log_token = request_id.bind(ids)
         if self.cors is not None and self.cors.preflight(req, resp):
             return
         version_error = None
@@ -82,18 +86,34 @@ class _Negotiation:
             context.version_set = True
         except ApiError as exc:
             version_error = exc
-        if self.auth == "noauth2" and env.get("PATH_INFO", "") not in PUBLIC_PATHS:
-            context.identity = auth_mod.noauth2(env)
-        elif self.auth != "noauth2":
-            context.identity = auth_mod.Identity("admin", "admin", frozenset({"admin"}))
+        context.identity = self._identity(env)
+        if context.identity is not None:
+            who = context.identity
+            request_id.bind(
+                request_id.RequestIds(
+                    ids.request_id, ids.global_request_id, f"{who.user_id} {who.project_id}"
+                )
+            )
         if version_error is not None:
             raise version_error
         _check_content_length(env)
+
+    def _identity(self, env: dict[str, Any]) -> auth_mod.Identity | None:
+        if self.auth == "none":
+            return auth_mod.Identity("admin", "admin", frozenset({"admin"}))
+        if env.get("PATH_INFO", "") in PUBLIC_PATHS:
+            return None
+        if self.auth == "keystone":
+            return auth_mod.from_keystone_headers(env)
+        return auth_mod.noauth2(env)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, ok: bool
     ) -> None:
         context = ctx(req)
+        token = getattr(req.context, "log_token", None)
+        if token is not None:
+            request_id.unbind(token)
         if context.version_set:
             resp.set_header(HEADER, f"{SERVICE} {context.version}")
             resp.append_header("vary", HEADER)
@@ -177,6 +197,20 @@ def default_routes() -> list[Route]:
     return list(ROUTES)
 
 
+def default_authorizer(policy: str) -> auth_mod.Authorizer:
+    """Placement's rules on oslo.policy with the ``policy`` preset; a clear error when
+    the optional OpenStack libraries are not installed."""
+    try:
+        from rpquery.api.policy import named_policy
+    except ImportError as error:
+        raise RuntimeError(
+            f"Placement's policy rules need oslo.policy ({error}): "
+            "pip install 'rpquery[openstack]', or pass authorizer= (e.g. "
+            "rpquery.api.auth.admin_only) or auth='none'"
+        ) from error
+    return named_policy(policy)
+
+
 def make_app(
     db: str | Database,
     *,
@@ -191,19 +225,22 @@ def make_app(
 
     ``db`` is a database URL or a :class:`rpquery.db.Database`. ``auth`` is
     ``"noauth2"`` (Placement's test strategy: ``X-Auth-Token: user[:project]``,
-    ``admin`` is admin) or ``"none"`` (every caller is admin: behind a trusted
-    proxy, benchmarks). ``authorizer`` decides policy rules
-    (by default ``policy``: ``legacy-rbac``, ``secure-rbac`` or ``open``, Placement's
-    rules through :func:`rpquery.api.policy.named_policy`).
+    ``admin`` is admin), ``"keystone"`` (the identity keystonemiddleware's auth_token
+    sets: the app must be wrapped by :func:`rpquery.api.keystone.protect`, and answers
+    401 to any request that did not pass it) or ``"none"`` (every caller is admin:
+    behind a trusted proxy, benchmarks). ``authorizer`` decides policy rules (by
+    default ``policy``: ``legacy-rbac``, ``secure-rbac`` or ``open``, Placement's rules
+    on oslo.policy through :func:`rpquery.api.policy.named_policy`, which needs
+    ``rpquery[openstack]``).
     ``cors_origins`` turns on CORS for those origins (Placement's ``[cors]
     allowed_origin``), ``cors_allow_headers`` is its ``allow_headers``.
     """
-    if auth not in ("noauth2", "none"):
-        raise ValueError(f"unknown auth strategy {auth!r}: use 'noauth2' or 'none'")
+    if auth not in ("keystone", "noauth2", "none"):
+        raise ValueError(f"unknown auth strategy {auth!r}: use 'keystone', 'noauth2' or 'none'")
     database = db if isinstance(db, Database) else Database(db)
     origins = list(cors_origins)
     cors = _Cors(origins, cors_allow_headers) if origins else None
-    chosen = authorizer or (named_policy(policy) if auth == "noauth2" else auth_mod.allow_all)
+    chosen = authorizer or (default_authorizer(policy) if auth != "none" else auth_mod.allow_all)
     app = falcon.App(
         request_type=_Request,
         middleware=[_Negotiation(database, auth, chosen, cors)],

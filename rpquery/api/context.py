@@ -16,7 +16,8 @@ class RequestContext:
 
     ``version`` is the negotiated microversion, ``identity`` the caller (``None`` on
     the unauthenticated root), ``db`` the :class:`rpquery.db.Database`,
-    ``request_id`` the ``x-openstack-request-id`` echoed on the response.
+    ``request_id`` the ``x-openstack-request-id`` echoed on the response,
+    ``global_request_id`` the caller's valid inbound one (``-`` when none).
     """
 
     version: Version = MIN_VERSION
@@ -24,6 +25,7 @@ class RequestContext:
     identity: Identity | None = None
     db: Database
     request_id: str = ""
+    global_request_id: str = "-"
     authorizer: Authorizer = allow_all
     error_code: str | None = None
 

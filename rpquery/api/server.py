@@ -48,6 +48,7 @@ class JsonAccessLogger(Logger):
             "bytes": getattr(resp, "sent", None),
             "duration_ms": round(request_time.total_seconds() * 1000, 3),
             "request_id": headers.get("x-openstack-request-id"),
+            "global_request_id": environ.get("openstack.global_request_id"),
             "version": headers.get("openstack-api-version"),
             "pid": os.getpid(),
         }
@@ -69,7 +70,9 @@ class ApiServer(BaseApplication):
         policy: str = "legacy-rbac",
         replicas: Sequence[str] = (),
         max_replica_lag: float = 5.0,
+        settings: Any = None,
     ) -> None:
+        self.settings = settings  # rpquery.api.config.Settings: the whole app from it
         self.db_url = db_url
         self.replicas = list(replicas)
         self.max_replica_lag = max_replica_lag
@@ -87,6 +90,10 @@ class ApiServer(BaseApplication):
         from rpquery.api import make_app
         from rpquery.db import Database
 
+        if self.settings is not None:
+            from rpquery.api.deploy import build_app
+
+            return build_app(self.settings)
         db = Database(self.db_url, replicas=self.replicas, max_replica_lag=self.max_replica_lag)
         return make_app(db, auth=self.auth, policy=self.policy)
 
@@ -104,8 +111,11 @@ def serve(
     timeout: int = 60,
     replicas: Sequence[str] = (),
     max_replica_lag: float = 5.0,
+    settings: Any = None,
 ) -> None:
-    """Run the API until SIGTERM/SIGINT (blocks). Reads go to ``replicas`` when they are
+    """Run the API until SIGTERM/SIGINT (blocks); with ``settings`` (a
+    :class:`rpquery.api.config.Settings`) the app is the one they describe
+    (:func:`rpquery.api.deploy.build_app`). Reads go to ``replicas`` when they are
     up and within ``max_replica_lag`` seconds, writes to ``db_url``. ``threads`` > 1
     runs gunicorn's threaded workers (``gthread``: connections kept alive between
     requests); 1 its sync workers (one request per connection)."""
@@ -128,4 +138,5 @@ def serve(
         policy=policy,
         replicas=replicas,
         max_replica_lag=max_replica_lag,
+        settings=settings,
     ).run()

@@ -1,13 +1,22 @@
 """``rpquery serve``: Placement's REST API on a production WSGI server (gunicorn).
 
-$ rpquery --db postgresql://placement@db/placement serve --bind 0.0.0.0:8778 --workers 4
+$ rpquery serve --config-file /etc/placement/placement.conf --bind 0.0.0.0:8778 --workers 4
+$ rpquery --db sqlite:///dev.db serve --auth noauth2          # development, loopback only
+
+The configuration is Placement's ``placement.conf`` (:mod:`rpquery.api.config`); the
+command line's ``--db``, ``--replica``, ``--max-replica-lag``, ``--auth`` and ``--policy``
+win over it. Needs ``rpquery[openstack]`` (oslo.config, oslo.policy, keystonemiddleware).
 """
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import click
 
 from rpquery.cli._common import get_db, handles_errors
+from rpquery.errors import InvalidRequest
 from rpquery.store import migrations
 
 __all__ = ["COMMANDS", "serve"]
@@ -33,20 +42,35 @@ __all__ = ["COMMANDS", "serve"]
     "connections alive (sync workers close each after one response).",
 )
 @click.option(
+    "--config-file",
+    "config_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Placement's configuration file (repeatable; default: "
+    "$OS_PLACEMENT_CONFIG_DIR/placement.conf, else /etc/placement/placement.conf ...).",
+)
+@click.option(
+    "--config-dir",
+    "config_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A directory of *.conf files read after the files (repeatable).",
+)
+@click.option(
     "--auth",
-    type=click.Choice(["noauth2", "none"]),
-    default="noauth2",
-    show_default=True,
-    help="noauth2: Placement's X-Auth-Token user[:project]; "
+    type=click.Choice(["keystone", "noauth2", "none"]),
+    default=None,
+    help="Overrides [api] auth_strategy (default keystone: keystonemiddleware with "
+    "[keystone_authtoken]); noauth2: Placement's X-Auth-Token user[:project] (tests); "
     "none: every caller is admin (trusted proxy in front).",
 )
 @click.option(
     "--policy",
     type=click.Choice(["legacy-rbac", "secure-rbac", "open"]),
-    default="legacy-rbac",
-    show_default=True,
-    help="Placement's policy rules: legacy defaults (role:admin still accepted), the new "
-    "secure-RBAC defaults, or open to any authenticated caller.",
+    default=None,
+    help="A preset over [oslo_policy]: legacy defaults (role:admin still accepted), the "
+    "new secure-RBAC defaults only, or open to any authenticated caller. Default: the "
+    "configuration's [oslo_policy] (enforce_new_defaults, policy_file).",
 )
 @click.option(
     "--access-log",
@@ -65,34 +89,101 @@ def serve(
     bind: str,
     workers: int,
     threads: int,
-    auth: str,
-    policy: str,
+    config_files: tuple[str, ...],
+    config_dirs: tuple[str, ...],
+    auth: str | None,
+    policy: str | None,
     access_log: str,
     graceful_timeout: int,
 ) -> None:
     """Serve Placement's REST API (microversions 1.0-1.39) on this database."""
     from rpquery.api.server import serve as run
 
+    settings = _settings(config_files, config_dirs, auth, policy)
     db = get_db()
+    if settings.sync_on_startup:
+        migrations.upgrade(db)
     migrations.require_current(db)
     url = db.url.render_as_string(hide_password=False)
     db.engine.dispose()  # workers open their own connections after the fork
     threaded = f" x {threads} threads" if threads > 1 else ""
     click.echo(
-        f"rpquery API on http://{bind} ({workers} workers{threaded}, auth {auth})", err=True
+        f"rpquery API on http://{bind} ({workers} workers{threaded}, "
+        f"auth {settings.auth_strategy})",
+        err=True,
     )
+    _warn(settings, bind)
     run(
         url,
         bind=bind,
         workers=workers,
         threads=threads,
-        auth=auth,
-        policy=policy,
         access_log=None if access_log == "off" else access_log,
         graceful_timeout=graceful_timeout,
         replicas=[r.engine.url.render_as_string(hide_password=False) for r in db.replicas],
         max_replica_lag=db.max_replica_lag,
+        settings=settings,
     )
+
+
+def _settings(
+    files: tuple[str, ...], dirs: tuple[str, ...], auth: str | None, policy: str | None
+) -> Any:
+    """The configuration with the command line's overrides; ``--db`` (or
+    ``RPQUERY_DB_URL``) wins over ``[placement_database] connection``, which, when set,
+    becomes the database of the command."""
+    try:
+        from rpquery.api import config
+        from rpquery.api.deploy import check
+    except ImportError as error:
+        raise InvalidRequest(
+            "rpquery.serve.openstack_missing",
+            f"rpquery serve needs the OpenStack libraries ({error}): "
+            "pip install 'rpquery[openstack]'",
+            token=str(error.name),
+        ) from error
+    root = click.get_current_context().find_root()
+    explicit = root.get_parameter_source("db_url") in (
+        click.core.ParameterSource.COMMANDLINE,
+        click.core.ParameterSource.ENVIRONMENT,
+    )
+    obj = root.obj
+    overrides = {
+        ("api", "auth_strategy"): auth,
+        ("placement_database", "connection"): obj["db_url"] if explicit else None,
+        ("placement_database", "replica_connections"): list(obj.get("replica_urls", ())) or None,
+        ("placement_database", "max_replica_lag"): obj.get("max_replica_lag")
+        if root.get_parameter_source("max_replica_lag") == click.core.ParameterSource.COMMANDLINE
+        else None,
+    }
+    try:
+        settings = config.load(files, config_dirs=dirs, overrides=overrides, policy=policy)
+        check(settings)
+    except config.ConfigError as error:
+        raise InvalidRequest("rpquery.serve.bad_config", str(error), token="config") from error
+    if not explicit and settings.connection:
+        obj["db_url"] = settings.connection
+        obj["replica_urls"] = settings.replicas
+        obj["max_replica_lag"] = settings.max_replica_lag
+    return settings
+
+
+def _warn(settings: Any, bind: str) -> None:
+    """Each configuration warning, and a loud one for an open API beyond loopback."""
+    log = logging.getLogger("rpquery.serve")
+    for warning in settings.warnings:
+        click.echo(f"rpquery serve: WARNING: configuration: {warning}", err=True)
+        log.warning("configuration: %s", warning)
+    host = bind.rsplit(":", 1)[0].strip("[]") if not bind.startswith("unix:") else "unix"
+    loopback = host in ("localhost", "::1", "unix") or host.startswith("127.")
+    if settings.auth_strategy in ("noauth2", "none") and not loopback:
+        text = (
+            f"auth_strategy {settings.auth_strategy} on {bind}: anyone who reaches this "
+            "address is whoever they claim to be (noauth2) or an administrator (none); use "
+            "[api] auth_strategy = keystone beyond loopback"
+        )
+        click.echo(f"rpquery serve: WARNING: {text}", err=True)
+        log.warning("%s", text)
 
 
 COMMANDS = [serve]
