@@ -25,6 +25,7 @@ baseline from before the REST API); claims always through the library's
 
     python -m benchmarks.check                          # baseline.txt vs the working tree
     python -m benchmarks.check --base 45a7f57 --head c8c598b --backends sqlite,postgresql
+    python -m benchmarks.check --base 64cc4c7^ --head 64cc4c7 --scenarios sharing --hosts 1000
 """
 
 from __future__ import annotations
@@ -227,7 +228,7 @@ def clouds(backend: str, admin_url: str, hosts: int, n_shapes: int) -> Iterator[
         yield ctx
 
 
-def _open(sides: list[Side], ctx: dict[str, Any]) -> str:
+def _open(sides: list[Side], ctx: dict[str, Any], scenarios: list[Scenario]) -> str:
     """Open the databases in every worker; the way requests go (both have the REST
     app: ``wsgi``, else ``library``). Each scenario runs once first, not timed."""
     hellos = [side.ask(op="hello") for side in sides]
@@ -239,7 +240,7 @@ def _open(sides: list[Side], ctx: dict[str, Any]) -> str:
     ctx["shapes"] = [q for q, *ok in zip(ctx["shapes"], *taken, strict=True) if all(ok)]
     for side in sides:
         side.ask(op="open", url=ctx["url"], shapes_url=ctx["shapes_url"], via=via)
-        for s in SCENARIOS:
+        for s in scenarios:
             msg = _message(s, ctx, 0)
             if s.kind == "shapes":
                 msg["queries"] = [ctx["warm_shape"]]
@@ -256,15 +257,15 @@ def check_backend(
         sides = [Side(label, path) for path, label in checkouts]
         for side in sides:
             stack.callback(side.close)
-        via = _open(sides, ctx)
+        via = _open(sides, ctx, args.only)
         load = os.getloadavg()[0]
-        figures = measure(sides, list(SCENARIOS), ctx, args.rounds)
+        figures = measure(sides, args.only, ctx, args.rounds)
         base, head = sides[0].label, sides[1].label
-        slower = [s for s in SCENARIOS if _ratio(figures[s.name], base, head) > 1 + args.threshold]
+        slower = [s for s in args.only if _ratio(figures[s.name], base, head) > 1 + args.threshold]
         again = measure(sides, slower, ctx, args.rounds, first=args.rounds) if slower else {}
         load_after = os.getloadavg()[0]
     records = []
-    for s in SCENARIOS:
+    for s in args.only:
         fig = figures[s.name]
         record = {
             "backend": backend, "hosts": args.hosts, "scenario": s.name,
@@ -320,8 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threshold", type=float, default=0.20)
+    parser.add_argument("--scenarios", default="", help="only these (comma-separated names)")
     parser.add_argument("--out", default=None, help="the report's path (default: results/)")
     args = parser.parse_args(argv)
+    args.only = [s for s in SCENARIOS if not args.scenarios or s.name in args.scenarios.split(",")]
     base_path, base = checkout_of(baseline_commit(args.base))
     head_path, head = checkout_of(args.head)
     if head == base:
