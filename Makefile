@@ -27,7 +27,7 @@ GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py te
 # benchmarks/baseline.txt / this working tree
 CHECK_BACKENDS := $(if $(filter command line environment,$(origin BENCH_BACKENDS)),$(BENCH_BACKENDS),sqlite)
 CHECK_HOSTS ?= 5000
-CHECK_ROUNDS ?= 7
+CHECK_ROUNDS ?= 8
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
 .PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement bench-check soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
