@@ -23,9 +23,14 @@ SOAK_FUZZ_EXAMPLES ?= 60
 # so is the stalled-node run (a node that rejoined once refused the trigger's body: docs/deployment.md)
 GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py tests/test_write_associations.py tests/test_write_catalog.py tests/test_write_inventory.py tests/test_write_providers.py tests/test_write_concurrency.py tests/test_tags_concurrency.py tests/reliability/test_contention.py::test_sixteen_writers_leave_every_invariant tests/reliability/test_contention.py::test_racing_schedulers_keep_the_group_policies
 # make soak BACKENDS=...: the soak's own default is the two servers
+# make bench-check: SQLite unless BENCH_BACKENDS is given; BASE / HEAD (commits) default to
+# benchmarks/baseline.txt / this working tree
+CHECK_BACKENDS := $(if $(filter command line environment,$(origin BENCH_BACKENDS)),$(BENCH_BACKENDS),sqlite)
+CHECK_HOSTS ?= 5000
+CHECK_ROUNDS ?= 8
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement soak placement-venv osc-venv keystone-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement bench-check soak placement-venv osc-venv keystone-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -96,6 +101,10 @@ bench-shapes: $(STAMP) ## Never-seen requests: random candidates request shapes 
 
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads and claims/s (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
+
+bench-check: $(STAMP) ## Regression guard: fixed scenarios, BASE (benchmarks/baseline.txt) vs this tree alternated; fails when a median is > 20 % slower
+	$(BIN)/python -m benchmarks.check --backends $(CHECK_BACKENDS) --hosts $(CHECK_HOSTS) --rounds $(CHECK_ROUNDS) \
+		$(if $(BASE),--base $(BASE)) $(if $(HEAD),--head $(HEAD))
 
 keystone-venv: ## Install Keystone 30.0.0 (pinned by tests/keystone-constraints.txt) into .venv-keystone for the drop-in tests (tests/test_keystone_*.py)
 	test -x .venv-keystone/bin/python || $(PYTHON) -m venv .venv-keystone

@@ -294,3 +294,39 @@ def test_claims_side_by_side_writes_every_claim_through_both_apis(server_db: Dat
     # (8 + 32) claims per round, two rounds, by Placement, rpquery's library and its API
     assert instances() - before == 3 * 2 * (8 + 32)
     assert verify_usage_summary(server_db) == []
+
+
+def _bench_check(tmp_path: Path, threshold: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    out = tmp_path / f"check-{threshold}.md"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "benchmarks.check", "--base", str(ROOT), "--backends", "sqlite",
+            "--hosts", "20", "--rounds", "1", "--threshold", threshold, "--out", str(out),
+        ],  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return done, out.read_text() if out.exists() else ""
+
+
+def test_bench_check_compares_two_checkouts_and_fails_on_a_slower_median(tmp_path: Path) -> None:
+    """``make bench-check``'s plumbing at 20 hosts: both versions (here this checkout
+    twice, as a directory: no worktree made) time every scenario through the REST app
+    in their own process, the table has a row per scenario; with any slowdown counted
+    as one (a threshold of -99 %) every scenario is measured again, fails, and the exit
+    status says so. No timing is asserted."""
+    from benchmarks.check import SCENARIOS
+
+    done, report = _bench_check(tmp_path, "100")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| sqlite |")]
+    assert [r[2] for r in rows] == [s.name for s in SCENARIOS]
+    assert {r[3] for r in rows} == {"wsgi", "library"}  # claims through the library
+    assert all(r[9] == "ok" and r[8] == "–" for r in rows)
+    done, report = _bench_check(tmp_path, "-0.99")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| sqlite |")]
+    assert len(rows) == len(SCENARIOS)
+    assert all(r[9] == "**FAIL**" and r[8] != "–" for r in rows)

@@ -27,7 +27,7 @@ from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.read.request import parse_candidates
 from rpquery.store import dialects
-from tests.factories import Ref, allocate, provider
+from tests.factories import Ref, allocate, new_uuid, provider
 
 INT_MAX = 2**31 - 1  # inventories.total is a 32-bit INTEGER on PostgreSQL and MySQL
 
@@ -233,6 +233,24 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
         again = allocation_candidates(db, "resources=VCPU:3")
     assert again.provider_summaries == only_cn.provider_summaries
     assert not any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
+
+
+def test_member_of_reads_only_its_trees(db: Database, trees: dict[str, Ref]) -> None:
+    """A group with ``member_of`` reads the inventories of the trees its aggregates
+    pick, not every inventory of the cloud with the filter in a ``fits`` flag (the one
+    pass of a whole-cloud answer): at 1,000 hosts the bench's sharing request read
+    4,036 rows for 229 that way. Its summaries are read apart, the same."""
+    agg = new_uuid()
+    with db.begin() as conn:
+        member = provider(conn, "member", inventory={"VCPU": 4}, aggregates=[agg])
+    with db.count_statements() as counter:
+        whole = allocation_candidates(db, "resources=VCPU:1")
+    assert any(" AS fits" in st for st in counter.statements)  # the one pass
+    with db.count_statements() as counter:
+        only = allocation_candidates(db, f"resources=VCPU:1&member_of={agg}")
+    assert not any(" AS fits" in st for st in counter.statements), counter.statements
+    assert set(only.provider_summaries) == {member.uuid}
+    assert only.provider_summaries[member.uuid] == whole.provider_summaries[member.uuid]
 
 
 def test_every_trait_at_once_as_per_provider(
