@@ -264,7 +264,8 @@ def _reshape_on(
     )
     touched = sorted(rp_id for rp_id, _ in ids.values())
     before = _pair_usages(conn, touched)
-    held = _held_by(conn, [req.consumer_uuid for req in batch if req.is_empty])
+    emptied = [req.consumer_uuid for req in batch if req.is_empty]
+    held = write_path.held_provider_ids(conn, emptied)
     for uuid, provider in inv_map.items():
         write_inventory_rows(
             conn, ids[uuid][0], provider.inventories, rc_ids, replace_all=True, check_usage=False
@@ -280,16 +281,6 @@ def _reshape_on(
     uuids = {rp_id: uuid for uuid, (rp_id, _) in ids.items()}
     _check_final(before, _pair_usages(conn, touched), uuids)
     _match_placement_generations(conn, inv_map, batch, ids, held)
-
-
-def _held_by(conn: Connection, consumer_uuids: Sequence[str]) -> set[int]:
-    """Ids of the providers ``consumer_uuids`` hold allocations on now."""
-    if not consumer_uuids:
-        return set()
-    stmt = sa.select(allocations.c.resource_provider_id).where(
-        allocations.c.consumer_id.in_(sorted(consumer_uuids))
-    )
-    return {int(rp_id) for rp_id in conn.execute(stmt).scalars()}
 
 
 def _match_placement_generations(
