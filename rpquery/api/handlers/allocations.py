@@ -333,8 +333,7 @@ def get_for_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
         raise ApiError(
             404,
             f"Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found",
-            code=errors.RESOURCE_PROVIDER_NOT_FOUND,
-        ) from None
+        ) from None  # Placement sets no code here
     gens: dict[str, int] = {}
     if want(req, (1, 28)) and view.allocations:
         gens = consumers.generations(db, view.allocations)
