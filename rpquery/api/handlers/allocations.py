@@ -109,7 +109,11 @@ SCHEMA_1_12: dict[str, Any] = {
 DELETABLE = copy.deepcopy(SCHEMA_1_12)
 DELETABLE["properties"]["allocations"]["minProperties"] = 0
 SCHEMA_1_28 = copy.deepcopy(DELETABLE)
-SCHEMA_1_28["properties"]["consumer_generation"] = {"type": ["integer", "null"]}
+# Placement's carries a (meaningless) additionalProperties: kept, its error texts dump it
+SCHEMA_1_28["properties"]["consumer_generation"] = {
+    "type": ["integer", "null"],
+    "additionalProperties": False,
+}
 SCHEMA_1_28["required"].append("consumer_generation")
 SCHEMA_1_34 = copy.deepcopy(SCHEMA_1_28)
 SCHEMA_1_34["properties"]["mappings"] = {
