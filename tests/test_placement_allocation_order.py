@@ -75,3 +75,46 @@ def test_providers_in_the_order_they_were_allocated(backend: str, database_url: 
             for item, (theirs, ours) in zip(batch, apis.ask_all(batch), strict=True):
                 mine, placement = json.dumps(comparable(ours)), json.dumps(comparable(theirs))
                 assert mine == placement, (write["path"], item["path"], item["version"])
+
+
+SHARED, AGG = "00000000-0000-4000-8000-000000000001", "dddddddd-0000-4000-8000-000000000001"
+
+
+def shared_storage() -> list[dict[str, Any]]:
+    """Shared DISK_GB in an aggregate with A and B (uuid order puts it first)."""
+    return [
+        req("POST", "/resource_providers", {"name": "ss", "uuid": SHARED}),
+        req("PUT", f"/resource_providers/{SHARED}/inventories",
+            {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 1000}}}),
+        req("PUT", f"/resource_providers/{SHARED}/traits",
+            {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+        req("PUT", f"/resource_providers/{SHARED}/aggregates", [AGG], version="1.1"),
+        req("PUT", f"/resource_providers/{A}/aggregates", [AGG], version="1.1"),
+        req("PUT", f"/resource_providers/{B}/aggregates", [AGG], version="1.1"),
+    ]  # fmt: skip
+
+
+def requests_in_a_set(answer: dict[str, Any]) -> str:
+    """The answer as JSON text with its list of allocation requests sorted (Placement
+    builds it from a Python set: its order changes from process to process), the order
+    inside each request kept."""
+    body = dict(answer["body"])
+    body["allocation_requests"] = sorted(json.dumps(ar) for ar in body["allocation_requests"])
+    body.pop("provider_summaries")
+    return json.dumps({"status": answer["status"], "body": body})
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_candidates_list_their_providers_as_placement(backend: str, database_url: Any) -> None:
+    """Before 1.12 an allocation request is a list: Placement puts a provider where its
+    first class (by class id) comes, its classes in id order — the compute node's
+    VCPU and MEMORY_MB before the shared DISK_GB, whatever the uuids or the query say."""
+    with both_apis(database_url, backend) as apis:
+        for step, (theirs, ours) in zip(
+            setup() + shared_storage(), apis.ask_all(setup() + shared_storage()), strict=True
+        ):
+            assert theirs["status"] < 300 and ours["status"] < 300, (step, theirs, ours)
+        path = "/allocation_candidates?resources=DISK_GB:80,MEMORY_MB:1024,VCPU:1"
+        for version in ("1.10", "1.12"):
+            theirs, ours = apis.ask(req("GET", path, version=version))
+            assert requests_in_a_set(ours) == requests_in_a_set(theirs), version
