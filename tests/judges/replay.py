@@ -80,7 +80,9 @@ class Uuids:
     ours: dict[str, str] = field(default_factory=dict)
 
     def to_rpquery(self, text: str) -> str:
-        return UUID.sub(lambda m: self.ours.get(m.group(0), m.group(0)), text) if self.ours else text
+        return (
+            UUID.sub(lambda m: self.ours.get(m.group(0), m.group(0)), text) if self.ours else text
+        )
 
     def to_placement(self, text: str) -> str:
         if not self.ours:
@@ -110,7 +112,9 @@ def _sort_sets(data: Any) -> Any:
     if isinstance(data, dict):
         return {
             key: sorted(value)
-            if key in SET_KEYS and isinstance(value, list) and all(isinstance(v, str) for v in value)
+            if key in SET_KEYS
+            and isinstance(value, list)
+            and all(isinstance(v, str) for v in value)
             else _sort_sets(value)
             for key, value in data.items()
         }
@@ -140,7 +144,10 @@ def _sort_candidates(data: Any) -> Any:
     requests = []
     for request in data["allocation_requests"]:
         if isinstance(request, dict) and isinstance(request.get("mappings"), dict):
-            request = {**request, "mappings": {k: sorted(v) for k, v in request["mappings"].items()}}
+            request = {
+                **request,
+                "mappings": {k: sorted(v) for k, v in request["mappings"].items()},
+            }
         requests.append(request)
     return {**data, "allocation_requests": sorted(requests, key=_canonical)}
 
@@ -158,8 +165,9 @@ def replay_case(app: App, exchanges: list[traffic.Exchange]) -> list[Difference]
         for key in ("path", "query", "body"):
             sent[key] = uuids.to_rpquery(exchange[key])
         status, location, body = traffic.call(app, sent)
-        theirs = _generated_uuid(exchange, exchange["answer_headers"].get("location", ""),
-                                 exchange["answer"])
+        theirs = _generated_uuid(
+            exchange, exchange["answer_headers"].get("location", ""), exchange["answer"]
+        )
         mine = _generated_uuid(exchange, location, body)
         if theirs and mine:
             uuids.ours[theirs] = mine
@@ -169,8 +177,16 @@ def replay_case(app: App, exchanges: list[traffic.Exchange]) -> list[Difference]
             expected = (expected[0], _sort_candidates(expected[1]))
             got = (got[0], _sort_candidates(got[1]))
         if expected != got:
-            differences.append(Difference(exchange["case"], exchange["i"], exchange["method"],
-                                          _target(exchange), expected, got))
+            differences.append(
+                Difference(
+                    exchange["case"],
+                    exchange["i"],
+                    exchange["method"],
+                    _target(exchange),
+                    expected,
+                    got,
+                )
+            )
     return differences
 
 
@@ -185,7 +201,7 @@ def report(differences: list[Difference], shown: int = 3) -> str:
     for difference in differences[:shown]:
         parts += [difference.title(), difference.diff()]
     if len(differences) > shown:
-        parts.append("then: " + "; ".join(d.title() for d in differences[shown:shown + 20]))
+        parts.append("then: " + "; ".join(d.title() for d in differences[shown : shown + 20]))
     return "\n".join(parts)
 
 
@@ -218,10 +234,14 @@ def summarise(backend: str = "sqlite") -> int:
                     groups.setdefault(_shape(difference), []).append(difference)
         database.dispose()
     differing = sum(len(found) for found in groups.values())
-    print(f"{cases} cases, {total} requests: {total - differing} answers equal, "
-          f"{differing} differ, in {failed} cases")
+    print(
+        f"{cases} cases, {total} requests: {total - differing} answers equal, "
+        f"{differing} differ, in {failed} cases"
+    )
     for shape, found in sorted(groups.items(), key=lambda item: -len(item[1])):
-        print(f"\n## {len(found)} x {shape[0]} {shape[1]}: Placement {shape[2]}, rpquery {shape[3]}")
+        print(
+            f"\n## {len(found)} x {shape[0]} {shape[1]}: Placement {shape[2]}, rpquery {shape[3]}"
+        )
         print(f"first: {found[0].title()}\n```diff\n{found[0].diff()}\n```")
     return 0
 

@@ -52,12 +52,29 @@ def run(suite: str, mode: str, ids: Path, workers: int, record: Path | None) -> 
     if record is not None:
         env["RPQUERY_JUDGE_RECORD"] = str(record)
     with tempfile.TemporaryDirectory(prefix="rpq-judge-") as scratch:
-        subprocess.run([sys.executable, "-m", "stestr", "init"], cwd=scratch, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "stestr", "init"], cwd=scratch, check=True, capture_output=True
+        )
         done = subprocess.run(
-            [sys.executable, "-m", "stestr", "--test-path", str(path), "--top-dir", str(top),
-             "run", "--subunit", "--concurrency", str(workers), "--load-list", str(ids.resolve())],
-            cwd=scratch, env=env, capture_output=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "stestr",
+                "--test-path",
+                str(path),
+                "--top-dir",
+                str(top),
+                "run",
+                "--subunit",
+                "--concurrency",
+                str(workers),
+                "--load-list",
+                str(ids.resolve()),
+            ],
+            cwd=scratch,
+            env=env,
+            capture_output=True,
+            check=False,
         )
     statuses = parse_subunit(done.stdout)
     if not statuses:
@@ -122,8 +139,11 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             runs[mode] = run(args.suite, mode, Path(listed.name), args.workers, args.record)
             took = time.monotonic() - started
-            print(f"{args.suite} ({mode}): {len(passed(runs[mode]))} of {len(runs[mode])} "
-                  f"passed in {took:.0f} s", flush=True)
+            print(
+                f"{args.suite} ({mode}): {len(passed(runs[mode]))} of {len(runs[mode])} "
+                f"passed in {took:.0f} s",
+                flush=True,
+            )
     if "rpquery" in runs and len(runs) > 1:
         return compare(args.suite, ids, runs)
     return 0

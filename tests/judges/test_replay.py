@@ -43,7 +43,10 @@ EXPECTED = manifest.load(MANIFEST)
 
 def test_traffic_is_recorded() -> None:
     """The recordings are there (a missing file must not pass as zero cases)."""
-    assert {p.name for p in traffic.TRAFFIC.glob("*.jsonl.gz")} >= {"nova.jsonl.gz", "osc.jsonl.gz"}
+    assert {p.name for p in traffic.TRAFFIC.glob("*.jsonl.gz")} >= {
+        "nova.jsonl.gz",
+        "osc.jsonl.gz",
+    }
     assert len(CASES) > 200
 
 

@@ -32,11 +32,13 @@ def merge(directory: Path, out: Path) -> tuple[int, int]:
             cases.setdefault(exchange["case"], []).append(exchange)
     out.parent.mkdir(parents=True, exist_ok=True)
     # mtime=0: the same recording gives the same bytes
-    with gzip.GzipFile(out, "wb", compresslevel=9, mtime=0) as raw:
-        with io.TextIOWrapper(raw, encoding="utf-8") as text:
-            for name in sorted(cases):
-                for exchange in sorted(cases[name], key=lambda e: e["i"]):
-                    text.write(json.dumps(exchange, sort_keys=True) + "\n")
+    with (
+        gzip.GzipFile(out, "wb", compresslevel=9, mtime=0) as raw,
+        io.TextIOWrapper(raw, encoding="utf-8") as text,
+    ):
+        for name in sorted(cases):
+            for exchange in sorted(cases[name], key=lambda e: e["i"]):
+                text.write(json.dumps(exchange, sort_keys=True) + "\n")
     return len(cases), sum(len(c) for c in cases.values())
 
 
