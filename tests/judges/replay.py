@@ -43,6 +43,7 @@ from rpquery.db import Database
 from tests.judges import traffic
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+CREATED = re.compile(r"/resource_providers/(" + UUID.pattern + ")")
 App = Callable[..., Iterable[bytes]]
 
 
@@ -133,8 +134,9 @@ def _generated_uuid(exchange: traffic.Exchange, location: str, body: str) -> str
         return None
     if not isinstance(sent, dict) or "uuid" in sent:
         return None
-    found = UUID.search(location) or UUID.search(body)
-    return found.group(0) if found else None
+    # the location is absolute: its host is the fixture's own (random) uuid
+    found = CREATED.search(location) or UUID.search(body)
+    return found.group(found.lastindex or 0) if found else None
 
 
 def _sort_candidates(data: Any) -> Any:
