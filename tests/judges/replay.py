@@ -22,8 +22,11 @@ each narrow and each for a value that depends on the run, not on the semantics:
    string hashes, randomised per process (PYTHONHASHSEED). Which candidates a ``limit``
    keeps is compared unsorted only through the count.
 
-Nothing else is normalised: key order does not matter (JSON objects compare as dicts), list
-order does, error codes and texts do. A body that is not JSON is compared as text.
+Nothing else is normalised: key order does not matter (JSON objects compare as dicts) except
+in one place, list order does, error codes and texts do. The exception: the providers of
+``GET /allocations/{consumer}`` must come in Placement's order (by allocation id), as
+osc-placement prints one row per provider in that order and its tests read them so.
+A body that is not JSON is compared as text.
 
 ``python -m tests.judges.replay [--backend sqlite]`` replays every case and prints each
 distinct difference once, with how many requests show it (for a report, not for CI).
@@ -178,6 +181,10 @@ def replay_case(app: App, exchanges: list[traffic.Exchange]) -> list[Difference]
         if exchange["path"].rstrip("/") == "/allocation_candidates":
             expected = (expected[0], _sort_candidates(expected[1]))
             got = (got[0], _sort_candidates(got[1]))
+        if expected == got:
+            theirs_order = _provider_order(exchange, exchange["answer"])
+            mine_order = _provider_order(exchange, uuids.to_placement(body))
+            expected, got = (status, theirs_order), (status, mine_order)
         if expected != got:
             differences.append(
                 Difference(
@@ -190,6 +197,20 @@ def replay_case(app: App, exchanges: list[traffic.Exchange]) -> list[Difference]
                 )
             )
     return differences
+
+
+CONSUMER = re.compile(r"^/allocations/" + UUID.pattern + "$")
+
+
+def _provider_order(exchange: traffic.Exchange, body: str) -> Any:
+    """The providers of a ``GET /allocations/{consumer}`` answer in their order, else None."""
+    if exchange["method"] != "GET" or not CONSUMER.match(exchange["path"]):
+        return None
+    try:
+        allocations = json.loads(body).get("allocations")
+    except (ValueError, AttributeError):
+        return None
+    return {"providers in order": list(allocations)} if isinstance(allocations, dict) else None
 
 
 def _target(exchange: traffic.Exchange) -> str:
