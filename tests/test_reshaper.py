@@ -157,6 +157,25 @@ def test_generations_move_as_placements(db: Database) -> None:
     assert gens == {cloud.root: 1, cloud.numa0: 3, cloud.numa1: 0}
 
 
+def test_a_provider_only_left_keeps_its_generation(db: Database) -> None:
+    """The root is not in the inventories and keeps its allocations' classes: the
+    consumers moving their VCPU to numa0 leave it (not raised, as in Placement); numa0
+    is raised for its interim inventory, the allocation write and its final inventory."""
+    cloud = build(db)
+    invs, allocs = numa_split(cloud)
+    vcpus = [next(iter(a.allocations.values()))["VCPU"] for a in allocs]
+    moved = [
+        replace(a, allocations={cloud.numa0: {"VCPU": n}})
+        for a, n in zip(allocs, vcpus, strict=True)
+    ]
+    reshaper.reshape(db, {cloud.numa0: invs[cloud.numa0]}, moved)
+    gens = {
+        rp: usages.provider_allocations(db, rp).generation
+        for rp in (cloud.root, cloud.numa0, cloud.numa1)
+    }
+    assert gens == {cloud.root: 0, cloud.numa0: 3, cloud.numa1: 0}
+
+
 def _refused(
     db: Database, cloud: Cloud, invs: Any, allocs: Any, error: type[RpqueryError], code: str
 ) -> RpqueryError:

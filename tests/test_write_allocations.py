@@ -183,14 +183,21 @@ def test_overage_may_stay_or_shrink_but_not_grow(db: Database) -> None:
     assert alloc_api.get_allocations(db, C1) == {over.uuid: {"VCPU": 3}}
 
 
-def test_moving_bumps_old_and_new_providers(db: Database, cn: Ref) -> None:
+def test_moving_bumps_the_new_provider_only(db: Database, cn: Ref) -> None:
+    """As Placement 16.0: a provider a consumer only leaves keeps its generation; one an
+    emptied consumer held is raised (tests/test_placement_generations.py asks Placement)."""
     with db.begin() as conn:
         other = provider(conn, "cn2", inventory={"VCPU": 4})
     alloc_api.replace_allocations(db, req(C1, {cn.uuid: {"VCPU": 2}}))
     assert gens(db) == {"cn1": 1, "cn2": 0}
     alloc_api.replace_allocations(db, req(C1, {other.uuid: {"VCPU": 2}}, gen=1))
-    assert gens(db) == {"cn1": 2, "cn2": 1}
+    assert gens(db) == {"cn1": 1, "cn2": 1}
     assert alloc_api.get_allocations(db, C1) == {other.uuid: {"VCPU": 2}}
+    alloc_api.replace_allocations(db, req(C2, {cn.uuid: {"VCPU": 1}}))
+    assert gens(db) == {"cn1": 2, "cn2": 1}
+    # C1 emptied (cn2 raised), C2 leaves cn1 for cn2 (cn1 kept): one batch
+    alloc_api.replace_many(db, [req(C1, {}, gen=2), req(C2, {other.uuid: {"VCPU": 1}}, gen=1)])
+    assert gens(db) == {"cn1": 2, "cn2": 2}
 
 
 def test_empty_allocations_delete_the_consumer(db: Database, cn: Ref) -> None:

@@ -65,6 +65,18 @@ def test_replace_aggregates_creates_them(db: Database, cn: Ref) -> None:
         )
 
 
+def test_aggregates_without_a_generation_leave_it(db: Database, cn: Ref) -> None:
+    """Placement before microversion 1.19: no generation checked, none raised."""
+    agg = new_uuid()
+    assert associations.set_provider_aggregates(db, cn.uuid, [agg], generation=None) == 0
+    assert associations.get_provider_aggregates(db, cn.uuid) == {agg}
+    assert associations.set_provider_aggregates(db, cn.uuid, [], generation=None) == 0
+    assert associations.get_provider_aggregates(db, cn.uuid) == frozenset()
+    with pytest.raises(NotFound):
+        associations.set_provider_aggregates(db, new_uuid(), [agg], generation=None)
+    assert associations.set_provider_aggregates(db, cn.uuid, [agg], generation=0) == 1
+
+
 @pytest.mark.parametrize(
     ("names", "code"),
     [

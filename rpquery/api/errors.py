@@ -9,7 +9,12 @@ through); the app renders either as Placement does::
                  "request_id": "req-..."}]}
 
 The ``detail`` keeps Placement's layout (a fixed explanation per status, a blank line,
-the message) because clients and Placement's own tests match text in it. Like
+the message) because clients and Placement's own tests match text in it. The message
+itself is always one line (:func:`one_line`), as Placement's formatter makes it: the
+OpenStack client shows only the last line of a detail, so a JSON-schema error kept on
+several lines showed only the dump of the input. The message never grows with the input
+either: a schema error quotes at most :data:`QUOTED` characters of it, any message is at
+most :data:`rpquery.errors.DETAIL_SHOWN`, and a cut says how long the whole was. Like
 Placement, the body is JSON unless the client's ``Accept`` prefers HTML (then HTML) or
 excludes both (then plain text).
 
@@ -23,10 +28,11 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping
 from http import HTTPStatus
 
-from rpquery.errors import Conflict, InvalidRequest, NotFound, RpqueryError
+from rpquery.errors import DETAIL_SHOWN, Conflict, InvalidRequest, NotFound, RpqueryError, shorten
 
 __all__ = [
     "ApiError",
@@ -40,10 +46,12 @@ __all__ = [
     "PROVIDER_IN_USE",
     "QUERYPARAM_BAD_VALUE",
     "QUERYPARAM_MISSING_VALUE",
+    "QUOTED",
     "RESOURCE_PROVIDER_NOT_FOUND",
     "accept_ranges",
     "error_media_type",
     "from_rpquery",
+    "one_line",
     "q_of",
     "render",
 ]
@@ -130,6 +138,50 @@ def from_rpquery(exc: RpqueryError) -> ApiError:
     return ApiError(status, exc.detail, code=PLACEMENT_CODES.get(exc.code, DEFAULT))
 
 
+#: Characters of the input a JSON-schema error quotes (in its message, and in the dump of
+#: the failing part of the input) before cutting it.
+QUOTED = 300
+
+# jsonschema's str(ValidationError): the message, then the failing part of the schema and
+# of the instance, each followed by a dump of it (pprint, several lines).
+_SCHEMA_ERROR = re.compile(
+    r"(?P<head>.*?)\n\n(?P<failed>Failed validating .+? in schema.*?:)\n(?P<schema>.*?)"
+    r"\n\nOn (?P<where>instance.*?):\n(?P<instance>.*)",
+    re.DOTALL,
+)
+
+
+def _flat(text: str) -> str:
+    """Line breaks as Placement's error formatter leaves them (webob's ``strip_tags``):
+    each ``\\n`` a space, each ``\\r`` gone."""
+    return text.replace("\r", "").replace("\n", " ")
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line and of bounded length, otherwise as Placement shows it.
+
+    Placement's error formatter turns the line breaks of a message into spaces, so its
+    JSON-schema errors come out on one line, dumps of the schema and of the input
+    included; rpquery does the same. The parts that quote the input (the message and the
+    dump of the failing part of the input) are cut at :data:`QUOTED` characters, any
+    other message at :data:`rpquery.errors.DETAIL_SHOWN`; a cut ends with the length
+    of the whole (``…(100002 chars)``).
+
+    >>> one_line("JSON does not validate: 0 is less than the minimum of 1\\n\\n"
+    ...          "Failed validating 'minimum' in schema['properties']['total']:\\n"
+    ...          "    {'type': 'integer', 'minimum': 1}\\n\\nOn instance['total']:\\n    0")
+    "JSON does not validate: 0 is less than the minimum of 1  Failed validating 'minimum' \
+in schema['properties']['total']:     {'type': 'integer', 'minimum': 1}  On \
+instance['total']:     0"
+    """
+    found = _SCHEMA_ERROR.fullmatch(message)
+    if found is None:
+        return shorten(_flat(message), DETAIL_SHOWN)
+    head, where = shorten(found["head"], QUOTED), shorten(found["where"], QUOTED)
+    instance = shorten(found["instance"], QUOTED)
+    return _flat(f"{head}\n\n{found['failed']}\n{found['schema']}\n\nOn {where}:\n{instance}")
+
+
 def title(status: int) -> str:
     return HTTPStatus(status).phrase
 
@@ -195,7 +247,7 @@ def render(
     request_id: str | None,
 ) -> tuple[str, bytes]:
     """``(content type, body)`` of ``error`` for the request in ``environ``."""
-    detail = detail_text(error.status, error.message, environ)
+    detail = detail_text(error.status, one_line(error.message), environ)
     media = error_media_type(environ.get("HTTP_ACCEPT"))
     head = f"{error.status} {title(error.status)}"
     if media == "application/json":

@@ -2,7 +2,9 @@
 
 The constraints are those of OpenStack Placement's ``placement/schemas/*.py``
 (Apache-2.0, © OpenStack Foundation), restated here so that jsonschema's messages match
-Placement's. Built with plain dict merges instead of deep copies.
+Placement's: a schema error's text dumps the failing part of the schema in its key order,
+so the keys are in Placement's order too (``tests/test_api_schemas.py`` compares every
+schema with Placement's own). Built with plain dict merges instead of deep copies.
 """
 
 from __future__ import annotations
@@ -47,9 +49,13 @@ CUSTOM_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
 
 
 def _object(properties: Schema, required: tuple[str, ...] = (), **extra: Any) -> Schema:
-    schema: Schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    """An object schema, its keys in Placement's order: a JSON-schema error dumps the
+    failing part of the schema as it is ordered (``jsonschema``: ``sort_dicts=False``),
+    so the same order gives the same text (tests/test_api_schemas.py compares)."""
+    schema: Schema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = list(required)
+    schema["additionalProperties"] = False
     schema.update(extra)
     return schema
 
@@ -90,7 +96,7 @@ _INVENTORY_FIELDS: Schema = {
     "allocation_ratio": {"type": "number", "maximum": 3.40282e38},
 }
 POST_INVENTORY = _object(
-    {"resource_class": {"type": "string", "pattern": RC_PATTERN}, **_INVENTORY_FIELDS},
+    {**_INVENTORY_FIELDS, "resource_class": {"type": "string", "pattern": RC_PATTERN}},
     ("total", "resource_class"),
 )
 PUT_INVENTORY_RECORD = _object(dict(_INVENTORY_FIELDS), ("total",))

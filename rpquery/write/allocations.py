@@ -18,9 +18,11 @@ One attempt of a write (:func:`write_consumer_allocations`) runs, in one transac
    everyone else";
 3. :func:`check_capacity` (pure): provider exists, inventory exists, min/max/step, and
    capacity — an over-capacity result is accepted only if it is not worse than before;
-4. :func:`bump_provider_generations`: one conditional ``UPDATE`` raising every affected
-   provider's generation from the value read in step 2. This also takes the provider
-   row locks first, in id order, so concurrent writers queue instead of deadlocking;
+4. :func:`bump_provider_generations`: one conditional ``UPDATE`` raising, from the value
+   read in step 2, the generation of the providers Placement raises
+   (:func:`receiving_providers`: those named in the new allocations and those of emptied
+   consumers, not those a consumer only leaves). This also takes their row locks first,
+   in id order, so concurrent writers queue instead of deadlocking;
 5. consumers: create (generation ``None``), bump (conditional ``UPDATE``) or delete
    (empty allocations), see :mod:`rpquery.write.consumers`;
 6. delete the consumers' old allocations, insert the new ones.
@@ -59,6 +61,12 @@ from rpquery.store import catalog, dialects
 from rpquery.store.dialects import to_int
 from rpquery.store.tables import allocations, inventories, resource_classes, resource_providers
 from rpquery.write import consumers
+from rpquery.write.generations import (
+    PROVIDER_GENERATION_CONFLICT,
+    bump_provider_generations,
+    generation_bump,
+    held_provider_ids,
+)
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -71,7 +79,9 @@ __all__ = [
     "delete_allocations",
     "generation_bump",
     "get_allocations",
+    "held_provider_ids",
     "read_state",
+    "receiving_providers",
     "replace_allocations",
     "replace_many",
     "run_with_retry",
@@ -84,7 +94,6 @@ __all__ = [
 #: Attempts of one allocation write before a provider conflict is given to the caller.
 MAX_ATTEMPTS = ALLOCATION_WRITES.attempts
 
-PROVIDER_GENERATION_CONFLICT = "rpquery.provider.generation_conflict"
 
 #: Inventory columns, in :class:`Inventory` field order.
 INVENTORY_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
@@ -370,35 +379,23 @@ def check_capacity(
 # ---------------------------------------------------------------- writing
 
 
-def generation_bump(generations: Mapping[int, int]) -> sa.Update:
-    """One ``UPDATE`` raising each provider's generation if it is still the value read::
+def receiving_providers(
+    conn: Connection, requests: Sequence[ConsumerAllocations], state: WriteState
+) -> dict[int, int]:
+    """``{provider id: generation read}`` of the providers whose generation the write
+    raises, exactly Placement 16.0's (``_set_allocations`` bumps the providers of the
+    allocation list it is given): every provider named in a consumer's new allocations,
+    and every provider an *emptied* consumer holds now (its allocations are listed with
+    ``used=0``). A provider a consumer only leaves for another keeps its generation —
+    moving an instance from A to B raises B's, not A's — and so is not locked either:
+    its usage only goes down, which cannot make a concurrent claim on it wrong.
 
-    UPDATE resource_providers SET generation = generation + 1
-    WHERE (id = 1 AND generation = 5) OR (id = 7 AND generation = 0)
+    One more statement (:func:`held_provider_ids`) only when a consumer is emptied.
     """
-    rp = resource_providers
-    current = sa.func.coalesce(rp.c.generation, 0)
-    matches = [
-        sa.and_(rp.c.id == rp_id, current == gen) for rp_id, gen in sorted(generations.items())
-    ]
-    return rp.update().where(sa.or_(*matches)).values(generation=current + 1)
-
-
-def bump_provider_generations(conn: Connection, generations: Mapping[int, int]) -> None:
-    """Run :func:`generation_bump` for ``{provider id: generation read}``.
-
-    Fewer rows than providers → someone else changed one of them since it was read:
-    ``ConcurrentUpdate`` ``rpquery.provider.generation_conflict`` (retried by
-    :func:`run_with_retry`).
-    """
-    if not generations:
-        return
-    result = conn.execute(generation_bump(generations))
-    if result.rowcount != len(generations):
-        raise ConcurrentUpdate(
-            PROVIDER_GENERATION_CONFLICT,
-            "a resource provider changed while the allocations were being written",
-        )
+    named = {rp for req in requests if not req.is_empty for rp in req.allocations}
+    ids = {state.providers[rp].id for rp in named}
+    ids |= held_provider_ids(conn, [req.consumer_uuid for req in requests if req.is_empty])
+    return {p.id: p.generation for p in state.providers.values() if p.id in ids}
 
 
 def _write_consumers(conn: Connection, requests: Sequence[ConsumerAllocations]) -> None:
@@ -483,9 +480,8 @@ def write_consumer_allocations(
     )
     check_capacity(state, batch, rc_ids)
     skip = set(already_bumped)
-    bump_provider_generations(
-        conn, {p.id: p.generation for p in state.providers.values() if p.id not in skip}
-    )
+    bumped = receiving_providers(conn, batch, state)
+    bump_provider_generations(conn, {k: v for k, v in bumped.items() if k not in skip})
     _write_consumers(conn, batch)
     _replace_rows(conn, batch, rc_ids, state)
 

@@ -105,23 +105,43 @@ def aggregate_ids(conn: Connection, agg_uuids: set[str]) -> dict[str, int]:
 
 
 def set_provider_aggregates(
-    db: Database, rp_uuid: str, agg_uuids: Iterable[str], *, generation: int
+    db: Database, rp_uuid: str, agg_uuids: Iterable[str], *, generation: int | None
 ) -> int:
     """Replace the provider's aggregate memberships; returns the new generation.
+
+    ``generation=None`` is Placement's ``PUT .../aggregates`` before microversion 1.19:
+    no generation is checked and none is raised (the provider row is only locked while
+    the links change); the provider's current generation is returned.
 
     Errors: ``rpquery.provider.bad_uuid``, ``rpquery.aggregate.bad_uuid``,
     ``rpquery.provider.not_found``, ``rpquery.provider.generation_conflict``.
     """
     rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     wanted = {check_uuid(agg, "rpquery.aggregate.bad_uuid", "aggregate") for agg in agg_uuids}
-    providers.check_generation(generation)
+    if generation is not None:
+        providers.check_generation(generation)
     with db.begin() as conn:
-        rp_id = providers.claim_generation(conn, rp_uuid, generation)
+        if generation is None:
+            rp_id, current = _lock_provider(conn, rp_uuid)
+        else:
+            rp_id, current = providers.claim_generation(conn, rp_uuid, generation), generation + 1
         ids = aggregate_ids(conn, wanted)
         _replace_links(
             conn, resource_provider_aggregates, rp_id, "aggregate_id", set(ids.values())
         )
-    return generation + 1
+    return current
+
+
+def _lock_provider(conn: Connection, rp_uuid: str) -> tuple[int, int]:
+    """``(id, generation)`` of a provider, its row locked (``FOR UPDATE``; SQLite's
+    write transaction is the lock there); ``NotFound`` if there is none."""
+    rp = resource_providers
+    row = conn.execute(
+        sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == rp_uuid).with_for_update()
+    ).first()
+    if row is None:
+        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
+    return int(row.id), int(row.generation or 0)
 
 
 def _linked_names(db: Database, rp_uuid: str, link: sa.Table, target: sa.Column) -> frozenset[str]:

@@ -15,7 +15,8 @@ writers, who bump the same row), then the current inventories and their usage ar
 in one statement and checked:
 
 - removing an inventory that has allocations → ``InUse`` ``rpquery.inventory.in_use``
-  (Placement's rule);
+  (Placement's rule), worded as Placement words it (:func:`in_use_detail`: nova matches
+  the text);
 - lowering capacity ``(total - reserved) * allocation_ratio`` below current usage →
   ``InUse`` ``rpquery.inventory.capacity_below_usage``. Placement only logs this; rpquery
   refuses it by default (issue 2). A provider that is already over capacity may still be
@@ -50,6 +51,7 @@ __all__ = [
     "current_select",
     "delete_inventory",
     "get_inventories",
+    "in_use_detail",
     "set_inventories",
     "set_inventory",
     "write_inventory_rows",
@@ -164,17 +166,36 @@ def _inventory(values: Sequence[Any]) -> Inventory:
 # ---------------------------------------------------------------- the write
 
 
+def in_use_detail(classes: Sequence[str], rp_uuid: str) -> str:
+    """Placement's text for removing inventories that hold allocations, which nova's
+    ``InventoryInUse`` matches (``Inventory for '(.+)' on resource provider '(.+)' in
+    use``); ``classes`` in class id order, as Placement lists them.
+
+    >>> in_use_detail(["VCPU", "MEMORY_MB"], "c3a6c4e8")
+    "Inventory for 'VCPU, MEMORY_MB' on resource provider 'c3a6c4e8' in use."
+    """
+    return f"Inventory for '{', '.join(classes)}' on resource provider '{rp_uuid}' in use."
+
+
+def _refuse_removals_in_use(
+    current: Mapping[int, _Current], plan: Mapping[int, tuple[str, Inventory | None]], rp: str
+) -> None:
+    """``InUse`` ``rpquery.inventory.in_use`` naming every class the plan removes that
+    still has allocations (all of them, as Placement does)."""
+    used = [
+        rc
+        for rc_id, (rc, new) in sorted(plan.items())
+        if new is None and rc_id in current and current[rc_id].used > 0
+    ]
+    if used:
+        raise InUse("rpquery.inventory.in_use", in_use_detail(used, rp), token=used[0])
+
+
 def _check_usage(
     rc: str, old: _Current | None, new: Inventory | None, *, allow_below_usage: bool
 ) -> None:
-    if old is None or old.used == 0:
+    if old is None or old.used == 0 or new is None:
         return
-    if new is None:
-        raise InUse(
-            "rpquery.inventory.in_use",
-            f"cannot remove inventory of {rc}: {old.used} units are allocated",
-            token=rc,
-        )
     if new.capacity < old.used and new.capacity < old.inventory.capacity:
         if allow_below_usage:
             _log.warning(
@@ -224,6 +245,7 @@ def write_inventory_rows(
     replace_all: bool = False,
     check_usage: bool = True,
     allow_below_usage: bool = False,
+    rp_uuid: str | None = None,
 ) -> None:
     """Write a provider's inventory rows inside the caller's transaction (no generation
     check: the caller claims it, e.g. with :func:`rpquery.write.providers.claim_generation`).
@@ -234,13 +256,17 @@ def write_inventory_rows(
     ``check_usage`` the in-use and shrink rules apply (``allow_below_usage`` lifts the
     shrink rule: see the module docstring); a reshaper that moves allocations
     in the same transaction passes ``False`` and checks the final state itself.
+    ``rp_uuid`` is only for the in-use message (the id stands in without it).
     One read, then at most one ``DELETE``, one ``UPDATE`` (executemany), one ``INSERT``.
     """
     current = _read_current(conn, rp_id)
+    plan = _plan(current, changes, rc_ids, replace_all)
+    if check_usage:
+        _refuse_removals_in_use(current, plan, rp_uuid or str(rp_id))
     drop: list[int] = []
     update: list[dict[str, Any]] = []
     insert: list[dict[str, Any]] = []
-    for rc_id, (rc, new) in sorted(_plan(current, changes, rc_ids, replace_all).items()):
+    for rc_id, (rc, new) in sorted(plan.items()):
         old = current.get(rc_id)
         if check_usage:
             _check_usage(rc, old, new, allow_below_usage=allow_below_usage)
@@ -291,6 +317,7 @@ def _write(
             rc_ids,
             replace_all=replace_all,
             allow_below_usage=allow_below_usage,
+            rp_uuid=rp_uuid,
         )
     return generation + 1
 

@@ -21,16 +21,19 @@ One transaction (:func:`reshape`), in this order:
    raised by one conditional ``UPDATE`` (which also takes their row locks, so allocation
    writers on those providers queue behind the reshape or see the new generation);
 3. usage and capacity of every touched provider read (the *before* state);
-4. the complete new inventories written
-   (:func:`rpquery.write.inventory.write_inventory_rows` with ``check_usage=False``): old and
-   new inventory may briefly disagree with the allocations;
+4. Placement's *interim* inventories written: the new ones over the old, the classes to
+   be removed still there (:func:`rpquery.write.inventory.write_inventory_rows` with
+   ``check_usage=False``: old and new inventory may briefly disagree with the allocations);
 5. the consumers' allocations replaced by the write path
    (:func:`rpquery.write.allocations.write_consumer_allocations`: consumer generations, types,
-   unit rules and capacity against the *new* inventories; providers raised in step 2
+   unit rules and capacity against the interim inventories; providers raised in step 2
    are not raised again);
-6. the *after* state read and checked: no allocation left on a class whose inventory is
-   gone, and no (provider, class) over capacity unless its overage is not larger than
-   before the reshape (the write path's rule).
+6. the complete new inventories written (the removed classes go);
+7. the *after* state read and checked: no allocation left on a class whose inventory is
+   gone (``rpquery.reshape.inventory_in_use`` in Placement's words, also when the new
+   allocations themselves use it — Placement's 409 ``placement.inventory.inuse``), and no
+   (provider, class) over capacity unless its overage is not larger than before the
+   reshape (the write path's rule).
 
 Any error rolls everything back. Provider generation races (the conditional UPDATE
 matched fewer rows) and deadlocks are retried by
@@ -64,7 +67,7 @@ from rpquery.models import ConsumerAllocations, Inventory
 from rpquery.store import catalog, dialects
 from rpquery.store.tables import allocations, inventories, resource_classes, resource_providers
 from rpquery.write import allocations as write_path
-from rpquery.write.inventory import check_inventory, write_inventory_rows
+from rpquery.write.inventory import check_inventory, in_use_detail, write_inventory_rows
 
 __all__ = [
     "BAD_BODY",
@@ -264,11 +267,10 @@ def _reshape_on(
     )
     touched = sorted(rp_id for rp_id, _ in ids.values())
     before = _pair_usages(conn, touched)
-    held = _held_by(conn, [req.consumer_uuid for req in batch if req.is_empty])
-    for uuid, provider in inv_map.items():
-        write_inventory_rows(
-            conn, ids[uuid][0], provider.inventories, rc_ids, replace_all=True, check_usage=False
-        )
+    emptied = [req.consumer_uuid for req in batch if req.is_empty]
+    held = write_path.held_provider_ids(conn, emptied)
+    for uuid, provider in inv_map.items():  # interim: the new inventories over the old
+        write_inventory_rows(conn, ids[uuid][0], provider.inventories, rc_ids, check_usage=False)
     if batch:
         bumped = {ids[uuid][0] for uuid in inv_map}
         try:
@@ -277,19 +279,13 @@ def _reshape_on(
             if error.code != "rpquery.allocation.capacity_exceeded":
                 raise
             raise CapacityExceeded(CAPACITY_EXCEEDED, error.detail, token=error.token) from error
+    for uuid, provider in inv_map.items():  # final: exactly the new inventories
+        write_inventory_rows(
+            conn, ids[uuid][0], provider.inventories, rc_ids, replace_all=True, check_usage=False
+        )
     uuids = {rp_id: uuid for uuid, (rp_id, _) in ids.items()}
-    _check_final(before, _pair_usages(conn, touched), uuids)
+    _check_final(before, _pair_usages(conn, touched), uuids, [ids[uuid][0] for uuid in inv_map])
     _match_placement_generations(conn, inv_map, batch, ids, held)
-
-
-def _held_by(conn: Connection, consumer_uuids: Sequence[str]) -> set[int]:
-    """Ids of the providers ``consumer_uuids`` hold allocations on now."""
-    if not consumer_uuids:
-        return set()
-    stmt = sa.select(allocations.c.resource_provider_id).where(
-        allocations.c.consumer_id.in_(sorted(consumer_uuids))
-    )
-    return {int(rp_id) for rp_id in conn.execute(stmt).scalars()}
 
 
 def _match_placement_generations(
@@ -359,19 +355,21 @@ def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
     return pairs
 
 
-def _check_final(before: _Pairs, after: _Pairs, uuids: Mapping[int, str]) -> None:
-    """The final state: no allocation without inventory (checked first, everywhere, as
-    Placement reports a removed inventory in use before any capacity problem); no
-    overage larger than before."""
-    for (rp_id, _), pair in sorted(after.items()):
-        if pair.capacity is None:
-            rc = pair.resource_class
-            raise InUse(
-                INVENTORY_IN_USE,
-                f"{rc} on provider {uuids.get(rp_id, rp_id)}: the inventory is removed but "
-                f"{pair.used} units stay allocated",
-                token=rc,
-            )
+def _check_final(
+    before: _Pairs, after: _Pairs, uuids: Mapping[int, str], order: Sequence[int]
+) -> None:
+    """The final state: no allocation without inventory (checked first, as Placement
+    reports a removed inventory in use before any capacity problem: for the first
+    provider of the request's inventories, in ``order``, with all its classes in use, in
+    Placement's words); no overage larger than before."""
+    for rp_id in order:
+        lost = [
+            p.resource_class
+            for (rp, _), p in sorted(after.items())
+            if rp == rp_id and p.capacity is None
+        ]
+        if lost:
+            raise InUse(INVENTORY_IN_USE, in_use_detail(lost, uuids[rp_id]), token=lost[0])
     for (rp_id, rc_id), pair in sorted(after.items()):
         rc = pair.resource_class
         where = f"{rc} on provider {uuids.get(rp_id, rp_id)}"

@@ -1,5 +1,6 @@
 """``/resource_providers/{uuid}/aggregates`` (from 1.1): the provider's aggregates,
-with its generation and a generation check on writes from 1.19."""
+with its generation and a generation check on writes from 1.19. As in Placement, a write
+before 1.19 neither checks nor raises the provider generation."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def set_aggregates(req: falcon.Request, resp: falcon.Response, uuid: str) -> Non
         aggs = data
     try:
         generation = associations.set_provider_aggregates(
-            ctx(req).db, uuid, aggs, generation=rp.generation
+            ctx(req).db, uuid, aggs, generation=rp.generation if with_generation else None
         )
     except ConcurrentUpdate as exc:
         raise ApiError(

@@ -202,6 +202,9 @@ def _request(req: falcon.Request) -> CandidatesRequest:
     try:
         return parse_candidates(params)
     except InvalidRequest as error:
+        conflicts = trait_conflicts(params, any_of=want(req, (1, 39)))
+        if error.code == "rpquery.trait.conflict" and conflicts:
+            raise ApiError(400, conflicts) from None
         raise _library_error(error) from None
 
 
@@ -214,6 +217,38 @@ def _check_root_required(values: list[str]) -> None:
             f"Conflicting required and forbidden traits found in root_required: {', '.join(both)}",
             code=errors.QUERYPARAM_BAD_VALUE,
         )
+
+
+def trait_conflicts(params: dict[str, list[str]], *, any_of: bool) -> str:
+    """Placement's message for a request group whose required traits (a plain trait, or
+    every trait of an ``in:`` set) are also forbidden: each such set of every group,
+    sorted (``lib.RequestGroup._check_forbidden``); ``""`` when there is none. Before
+    1.39 (``any_of`` false) only the last ``required{S}`` value counts, as there.
+
+    >>> trait_conflicts({"required": ["A,!A"], "required1": ["in:B,C", "!B,!C"]}, any_of=True)
+    'Conflicting required and forbidden traits found in the following traits keys: \
+required1: (B, C), required: (A)'
+    """
+    found = []
+    for key, values in params.items():
+        if not key.startswith("required"):
+            continue
+        required: list[set[str]] = []
+        forbidden: set[str] = set()
+        for value in values if any_of else values[-1:]:
+            if value.startswith("in:"):
+                required.append({name.strip() for name in value[3:].split(",")})
+                continue
+            names = [name.strip() for name in value.split(",")]
+            forbidden |= {name.lstrip("!") for name in names if name.startswith("!")}
+            required += [{name} for name in names if not name.startswith("!")]
+        found += [f"{key}: ({', '.join(sorted(s))})" for s in required if s <= forbidden]
+    if not found:
+        return ""
+    return (
+        "Conflicting required and forbidden traits found in the following traits keys: "
+        + ", ".join(sorted(found))
+    )
 
 
 def _library_error(error: InvalidRequest) -> ApiError:

@@ -109,7 +109,11 @@ SCHEMA_1_12: dict[str, Any] = {
 DELETABLE = copy.deepcopy(SCHEMA_1_12)
 DELETABLE["properties"]["allocations"]["minProperties"] = 0
 SCHEMA_1_28 = copy.deepcopy(DELETABLE)
-SCHEMA_1_28["properties"]["consumer_generation"] = {"type": ["integer", "null"]}
+# Placement's carries a (meaningless) additionalProperties: kept, its error texts dump it
+SCHEMA_1_28["properties"]["consumer_generation"] = {
+    "type": ["integer", "null"],
+    "additionalProperties": False,
+}
 SCHEMA_1_28["required"].append("consumer_generation")
 SCHEMA_1_34 = copy.deepcopy(SCHEMA_1_28)
 SCHEMA_1_34["properties"]["mappings"] = {
@@ -333,8 +337,7 @@ def get_for_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
         raise ApiError(
             404,
             f"Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found",
-            code=errors.RESOURCE_PROVIDER_NOT_FOUND,
-        ) from None
+        ) from None  # Placement sets no code here
     gens: dict[str, int] = {}
     if want(req, (1, 28)) and view.allocations:
         gens = consumers.generations(db, view.allocations)

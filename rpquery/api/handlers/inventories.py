@@ -13,13 +13,11 @@ import falcon
 
 from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
-from rpquery.api.handlers.resource_providers import load
+from rpquery.api.handlers.resource_providers import load, not_found
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, json_body, send_json, set_location, want
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
-from rpquery.models import Inventory
-from rpquery.store import catalog
-from rpquery.usage import reads as usages
+from rpquery.models import Inventory, ResourceProvider
 from rpquery.write import inventory as inv_lib
 
 __all__ = ["ROUTES"]
@@ -81,19 +79,21 @@ def _conflict(exc: Conflict, prefix: str = "update conflict") -> ApiError:
     return ApiError(409, f"{prefix}: {exc.detail}", code=code)
 
 
-def _classes_in_use(req: falcon.Request, rp_uuid: str) -> list[str]:
-    """The provider's classes with allocations, in class id order (standard classes
-    first), as Placement names them."""
-    used = [rc for rc, n in usages.provider_usages(ctx(req).db, rp_uuid).items() if n > 0]
-    order = {name: i for i, name in enumerate(catalog.STANDARD_RESOURCE_CLASSES)}
-    return sorted(used, key=lambda rc: (order.get(rc, len(order)), rc))
+def _load_for_read(req: falcon.Request, uuid: str) -> ResourceProvider:
+    """The provider, or the 404 Placement's inventory reads give (its text repeats
+    itself: the lookup's own message after the handler's)."""
+    try:
+        return load(req, uuid)
+    except ApiError as exc:
+        message = f"No resource provider with uuid {uuid} found"
+        raise not_found(uuid, f" : {message}") from exc
 
 
 # ---------------------------------------------------------------- the collection
 
 
 def get_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
-    rp = load(req, uuid)
+    rp = _load_for_read(req, uuid)
     found = inv_lib.get_inventories(ctx(req).db, uuid)
     body = {
         "resource_provider_generation": rp.generation,
@@ -164,13 +164,8 @@ def delete_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) ->
     rp = load(req, uuid)
     try:
         inv_lib.set_inventories(ctx(req).db, uuid, {}, generation=rp.generation)
-    except InUse as exc:
-        used = ", ".join(_classes_in_use(req, uuid) or [str(exc.token)])
-        raise ApiError(
-            409,
-            f"Inventory for '{used}' on resource provider '{uuid}' in use.",
-            code=errors.INVENTORY_INUSE,
-        ) from exc
+    except InUse as exc:  # the library words it as Placement (inv_lib.in_use_detail)
+        raise ApiError(409, exc.detail, code=errors.INVENTORY_INUSE) from exc
     except ConcurrentUpdate as exc:
         raise ApiError(
             409,
@@ -187,7 +182,7 @@ def delete_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) ->
 def get_inventory(
     req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
 ) -> None:
-    rp = load(req, uuid)
+    rp = _load_for_read(req, uuid)
     inv = inv_lib.get_inventories(ctx(req).db, uuid).get(resource_class)
     if inv is None:
         raise ApiError(404, f"No inventory of class {resource_class} for {uuid}")
@@ -233,20 +228,18 @@ def delete_inventory(
     try:
         inv_lib.delete_inventory(ctx(req).db, uuid, resource_class, generation=rp.generation)
     except (NotFound, InvalidRequest) as exc:
-        raise ApiError(
-            404,
-            f"No inventory of class {resource_class} found for delete: "
-            f"No inventory of class {resource_class} found.",
-        ) from exc
-    except Conflict as exc:
-        detail = (
-            f"Inventory for '{resource_class}' on resource provider '{uuid}' in use."
-            if isinstance(exc, InUse)
-            else exc.detail
+        why = (
+            f"No such resource class {resource_class}."
+            if exc.code.startswith("rpquery.resource_class.")
+            else f"No inventory of class {resource_class} found for delete"
         )
         raise ApiError(
+            404, f"No inventory of class {resource_class} found for delete: {why}"
+        ) from exc
+    except Conflict as exc:  # Placement's code here is concurrent_update, even when in use
+        raise ApiError(
             409,
-            f"Unable to delete inventory of class {resource_class}: {detail}",
+            f"Unable to delete inventory of class {resource_class}: {exc.detail}",
             code=errors.CONCURRENT_UPDATE,
         ) from exc
     empty(resp, 204)

@@ -9,7 +9,6 @@ from typing import Any
 
 import falcon
 
-from rpquery.api import errors
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query_params, send_json, want
@@ -45,8 +44,7 @@ def provider_usages(req: falcon.Request, resp: falcon.Response, uuid: str) -> No
             404,
             f"No resource provider with uuid {uuid} found: No resource "
             f"provider with uuid {uuid} found",
-            code=errors.RESOURCE_PROVIDER_NOT_FOUND,
-        ) from None
+        ) from None  # Placement sets no code here
     send_json(req, resp, usages.render_provider_usages(generation, used))
 
 
