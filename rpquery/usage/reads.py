@@ -194,7 +194,9 @@ def consumer_allocations_statement(consumer_uuid: str) -> Select[Any]:
 
     ``SELECT c.generation, p.external_id, u.external_id, t.name, rp.uuid,
     rp.generation, rc.name, a.used FROM consumers c JOIN projects p JOIN users u
-    LEFT JOIN consumer_types t LEFT JOIN allocations a ... WHERE c.uuid = :uuid``
+    LEFT JOIN consumer_types t LEFT JOIN allocations a ... WHERE c.uuid = :uuid
+    ORDER BY a.id``: providers (and classes) in the order they were allocated, as Placement
+    lists them (clients print them in that order).
     """
     a, c, rp, rc = allocations, consumers, resource_providers, resource_classes
     frm = (
@@ -218,6 +220,7 @@ def consumer_allocations_statement(consumer_uuid: str) -> Select[Any]:
         )
         .select_from(frm)
         .where(c.c.uuid == consumer_uuid)
+        .order_by(a.c.id)  # Placement's observable order: providers as first allocated
     )
 
 

@@ -438,6 +438,8 @@ def _replace_rows(
             allocations.c.consumer_id.in_([req.consumer_uuid for req in requests])
         )
     )
+    # In the order of the request (consumers, their providers, their classes), as
+    # Placement inserts them: reads list allocations by id, so clients see that order.
     rows = [
         {
             "resource_provider_id": state.providers[rp_uuid].id,
@@ -446,7 +448,8 @@ def _replace_rows(
             "used": amount,
         }
         for req in requests
-        for rp_uuid, rc, amount in req.resource_pairs()
+        for rp_uuid, resources in req.allocations.items()
+        for rc, amount in resources.items()
     ]
     if rows:
         conn.execute(allocations.insert(), rows)

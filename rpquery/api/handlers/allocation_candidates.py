@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import falcon
@@ -26,6 +27,7 @@ from rpquery.api.util import ctx, query, send_json, send_json_bytes, validate, w
 from rpquery.errors import InvalidRequest
 from rpquery.read import candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates
+from rpquery.store import catalog
 from rpquery.write import providers
 
 __all__ = ["ROUTES"]
@@ -266,13 +268,48 @@ def _library_error(error: InvalidRequest) -> ApiError:
 # ---------------------------------------------------------------- response
 
 
+def _class_rank(req: falcon.Request, answer: candidates.AllocationCandidates) -> Any:
+    """A resource class's id, the key Placement orders an allocation request's resources
+    by: a standard class's index, a custom class's id (from 10000, in creation order)."""
+    standard = {name: i for i, name in enumerate(catalog.STANDARD_RESOURCE_CLASSES)}
+    used = {
+        rc for ar in answer.allocation_requests for res in ar.allocations.values() for rc in res
+    }
+    ids: dict[str, int] = {}
+    if used - standard.keys():
+        with ctx(req).db.connect() as conn:
+            ids = catalog.resource_class_ids(conn, used - standard.keys())
+    return lambda rc: standard.get(rc, ids.get(rc, 1 << 40))
+
+
+def placement_order(
+    allocations: Mapping[str, Mapping[str, int]], rank: Any
+) -> dict[str, dict[str, int]]:
+    """One allocation request's providers as Placement lists them: it builds the request
+    with one resource per class in class id order, then groups them by provider, so a
+    provider comes where its first class does, and its classes in id order.
+
+    >>> rank = {"VCPU": 0, "MEMORY_MB": 1, "DISK_GB": 2}.get
+    >>> placement_order({"shared": {"DISK_GB": 80}, "cn": {"MEMORY_MB": 1, "VCPU": 1}}, rank)
+    {'cn': {'VCPU': 1, 'MEMORY_MB': 1}, 'shared': {'DISK_GB': 80}}
+    """
+    ordered: dict[str, dict[str, int]] = {}
+    pairs = sorted(
+        (rank(rc), rp, rc, n) for rp, res in allocations.items() for rc, n in res.items()
+    )
+    for _, rp, rc, amount in pairs:
+        ordered.setdefault(rp, {})[rc] = amount
+    return ordered
+
+
 def _requests_body(req: falcon.Request, answer: candidates.AllocationCandidates) -> list[Any]:
+    rank = _class_rank(req, answer)
     if not want(req, (1, 12)):
         return [
             {
                 "allocations": [
-                    {"resource_provider": {"uuid": rp}, "resources": dict(res)}
-                    for rp, res in sorted(ar.allocations.items())
+                    {"resource_provider": {"uuid": rp}, "resources": res}
+                    for rp, res in placement_order(ar.allocations, rank).items()
                 ]
             }
             for ar in answer.allocation_requests
@@ -281,7 +318,7 @@ def _requests_body(req: falcon.Request, answer: candidates.AllocationCandidates)
     for ar in answer.allocation_requests:
         entry: dict[str, Any] = {
             "allocations": {
-                rp: {"resources": dict(res)} for rp, res in sorted(ar.allocations.items())
+                rp: {"resources": res} for rp, res in placement_order(ar.allocations, rank).items()
             }
         }
         if want(req, (1, 34)):

@@ -294,7 +294,8 @@ def get_for_consumer(req: falcon.Request, resp: falcon.Response, consumer_uuid: 
     view = usages.consumer_allocations(ctx(req).db, consumer_uuid)
     body: dict[str, Any] = {
         "allocations": {
-            rp: ({"generation": pa.generation, "resources": dict(pa.resources)})
+            # Placement's key order (clients may print it): resources, then generation
+            rp: {"resources": dict(pa.resources), "generation": pa.generation}
             for rp, pa in view.allocations.items()
         }
     }
