@@ -29,6 +29,7 @@ NOVA_STAMP := $(NOVA_VENV)/.installed
 NOVA_SDIST := nova==34.0.0
 NOVA_SRC := $(NOVA_VENV)/src/nova-34.0.0
 JUDGES := $(NOVA_PY) -m tests.judges.suites
+RECORD_NOVA_LIST ?= tests/judges/lists/nova-ci.txt
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
@@ -142,9 +143,9 @@ test-judges: $(NOVA_STAMP) ## CI: 60 nova tests (lists/nova-ci.txt) and osc-plac
 test-nova: $(NOVA_STAMP) ## nova's 511 placement-heavy functional tests (lists/nova-full.txt) with Placement's fixture and with rpquery's (long: 2 workers)
 	$(JUDGES) --suite nova --list tests/judges/lists/nova-full.txt
 
-record-traffic: $(NOVA_STAMP) ## Re-record tests/judges/traffic/*.jsonl.gz: what nova's CI list and osc-placement's tests send Placement 16.0
+record-traffic: $(NOVA_STAMP) ## Re-record tests/judges/traffic/*.jsonl.gz: what nova's RECORD_NOVA_LIST (CI list) and osc-placement's tests send Placement 16.0
 	rm -rf $(NOVA_VENV)/record && mkdir -p $(NOVA_VENV)/record
-	$(JUDGES) --suite nova --list tests/judges/lists/nova-ci.txt --modes record --record $(NOVA_VENV)/record/nova
+	$(JUDGES) --suite nova --list $(RECORD_NOVA_LIST) --modes record --record $(NOVA_VENV)/record/nova
 	$(JUDGES) --suite osc --list tests/judges/lists/osc.txt --modes record --record $(NOVA_VENV)/record/osc
 	$(NOVA_PY) -m tests.judges.traffic $(NOVA_VENV)/record/nova tests/judges/traffic/nova.jsonl.gz
 	$(NOVA_PY) -m tests.judges.traffic $(NOVA_VENV)/record/osc tests/judges/traffic/osc.jsonl.gz
