@@ -48,7 +48,9 @@ def test_path(suite: str) -> tuple[Path, Path]:
 def run(suite: str, mode: str, ids: Path, workers: int, record: Path | None) -> dict[str, str]:
     """``{test id: status}`` of one stestr run of the tests listed in ``ids``."""
     path, top = test_path(suite)
-    env = {**os.environ, **NOVA_ENV, "RPQUERY_JUDGE": mode}
+    # the venv's bin first, as under tox: osc-placement's tests run the `openstack` command
+    search = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, **NOVA_ENV, "RPQUERY_JUDGE": mode, "PATH": search}
     if record is not None:
         env["RPQUERY_JUDGE_RECORD"] = str(record)
     with tempfile.TemporaryDirectory(prefix="rpq-judge-") as scratch:
