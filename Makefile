@@ -22,6 +22,14 @@ SOAK_FUZZ_EXAMPLES ?= 60
 # the killed-connections reliability run (40 s there) is left to make test-galera;
 # so is the stalled-node run (a node that rejoined once refused the trigger's body: docs/deployment.md)
 GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py tests/test_write_associations.py tests/test_write_catalog.py tests/test_write_inventory.py tests/test_write_providers.py tests/test_write_concurrency.py tests/test_tags_concurrency.py tests/reliability/test_contention.py::test_sixteen_writers_leave_every_invariant tests/reliability/test_contention.py::test_racing_schedulers_keep_the_group_policies
+# The judges (tests/judges, docs/judges.md): nova's and osc-placement's functional tests in .venv-nova
+NOVA_VENV := .venv-nova
+NOVA_PY := $(NOVA_VENV)/bin/python
+NOVA_STAMP := $(NOVA_VENV)/.installed
+NOVA_SDIST := nova==34.0.0
+NOVA_SRC := $(NOVA_VENV)/src/nova-34.0.0
+JUDGES := $(NOVA_PY) -m tests.judges.suites
+RECORD_NOVA_LIST ?= tests/judges/lists/nova-ci.txt
 # make soak BACKENDS=...: the soak's own default is the two servers
 # make bench-check: SQLite unless BENCH_BACKENDS is given; BASE / HEAD (commits) default to
 # benchmarks/baseline.txt / this working tree
@@ -30,7 +38,7 @@ CHECK_HOSTS ?= 5000
 CHECK_ROUNDS ?= 8
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement bench-check soak placement-venv osc-venv keystone-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement bench-check soak placement-venv osc-venv keystone-venv diff-placement nova-venv test-nova test-judges record-traffic galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -126,5 +134,34 @@ diff-placement: $(STAMP) ## Differential test vs OpenStack Placement on random c
 	$(BIN)/python -m benchmarks.side_by_side
 	$(BIN)/python -m tests.differential.run --seeds $(SEEDS) --backends $(BACKENDS) --requests $(DIFF_REQUESTS)
 
+$(NOVA_STAMP): tests/judges/nova-constraints.txt pyproject.toml
+	test -x $(NOVA_PY) || $(PYTHON) -m venv $(NOVA_VENV)
+	$(NOVA_PY) -m pip install -q --upgrade pip
+	test -d $(NOVA_SRC) || { $(NOVA_PY) -m pip download -q --no-deps --no-binary :all: -d $(NOVA_VENV)/src $(NOVA_SDIST) && \
+		tar xzf $(NOVA_VENV)/src/nova-34.0.0.tar.gz -C $(NOVA_VENV)/src; }
+	$(NOVA_PY) -m pip install -q -c tests/judges/nova-constraints.txt -e $(NOVA_SRC) \
+		openstack-placement osc-placement python-openstackclient stestr fixtures oslotest testtools \
+		testscenarios testresources ddt requests-mock wsgi-intercept osprofiler PyMySQL python-barbicanclient -e .
+	printf '%s\nimport tests.judges.placement_swap as s; s.arm()\n' "$(CURDIR)" > \
+		"$$($(NOVA_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/rpquery_judges.pth"
+	touch $(NOVA_STAMP)
+
+nova-venv: $(NOVA_STAMP) ## Install nova 34.0.0 (sdist, its tests and etc/), Placement 16.0, osc-placement 4.9.1 (pinned) and rpquery into .venv-nova
+	@echo "$(NOVA_VENV) ready"
+
+test-judges: $(NOVA_STAMP) ## CI: 60 nova tests (lists/nova-ci.txt) and osc-placement's 160, each with Placement's fixture and rpquery's; fails if rpquery passes fewer
+	$(JUDGES) --suite nova --list tests/judges/lists/nova-ci.txt
+	$(JUDGES) --suite osc --list tests/judges/lists/osc.txt
+
+test-nova: $(NOVA_STAMP) ## nova's 511 placement-heavy functional tests (lists/nova-full.txt) with Placement's fixture and with rpquery's (long: 2 workers)
+	$(JUDGES) --suite nova --list tests/judges/lists/nova-full.txt
+
+record-traffic: $(NOVA_STAMP) ## Re-record tests/judges/traffic/*.jsonl.gz: what nova's RECORD_NOVA_LIST (CI list) and osc-placement's tests send Placement 16.0
+	rm -rf $(NOVA_VENV)/record && mkdir -p $(NOVA_VENV)/record
+	$(JUDGES) --suite nova --list $(RECORD_NOVA_LIST) --modes record --record $(NOVA_VENV)/record/nova
+	$(JUDGES) --suite osc --list tests/judges/lists/osc.txt --modes record --record $(NOVA_VENV)/record/osc
+	$(NOVA_PY) -m tests.judges.traffic $(NOVA_VENV)/record/nova tests/judges/traffic/nova.jsonl.gz
+	$(NOVA_PY) -m tests.judges.traffic $(NOVA_VENV)/record/osc tests/judges/traffic/osc.jsonl.gz
+
 clean: ## Remove the virtualenv, caches and the embedded database
-	rm -rf $(VENV) .venv-placement .venv-osc .venv-keystone .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*
+	rm -rf $(VENV) .venv-placement .venv-osc .venv-keystone $(NOVA_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis rpquery.db rpquery.db-*
