@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +170,8 @@ class Database:
                 ) from error
         self._tracers: list[Tracer] = []
         self._lock = threading.Lock()
+        url = self.engine.url  # fixed for the engine's life: looked up once, not per read
+        self._sqlite_file = dialects.backend(url.get_backend_name()).database_file(url)
         _listen(self.engine, self._on_execute)
         self.replicas = [
             _Replica(r if isinstance(r, Engine) else _make_engine(normalize_url(r), **engine_kw))
@@ -222,10 +224,10 @@ class Database:
         ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file (in
         a directory that does not exist either: the driver's error, nothing to create).
         """
-        path = self.sqlite_path
+        path = self._sqlite_file
         if path is not None and not path.exists() and path.parent.is_dir():
             raise _schema_missing(f"no file {path}")
-        replica = None if primary else self._pick_replica()
+        replica = None if primary or not self.replicas else self._pick_replica()
         with _wrap_driver_errors():
             if replica is not None:
                 try:
@@ -273,8 +275,7 @@ class Database:
     @property
     def sqlite_path(self) -> Path | None:
         """The file of a SQLite database (``None`` in memory or on a server)."""
-        url = self.engine.url
-        return dialects.backend(url.get_backend_name()).database_file(url)
+        return self._sqlite_file
 
     # ------------------------------------------------------------ tracing
 
@@ -399,14 +400,23 @@ def reading(
 # batch of statements on one connection. With DEBUG on for its layer's logger, the batch
 # ends with one line: who ran it, how many statements, the time the block took and the
 # part of it spent waiting for the database (from ``before_cursor_execute`` to
-# ``after_cursor_execute``). With DEBUG off a batch costs a look at the caller's frame
-# and one ``isEnabledFor`` (about a microsecond).
+# ``after_cursor_execute``). With DEBUG off a batch costs a walk to the opening module's
+# frame, a dict look-up of its layer's logger and one ``isEnabledFor``, and a statement
+# one test of ``_timing`` per timer: the caller's name, the batch record and the clock are
+# only taken for a batch that logs (a read's fixed cost is the small reads' share:
+# GET /usages, 2026-11-29).
 
 _log = logging.getLogger("rpquery.store")
 _BATCH = "rpquery_batch"  # key of the running batch in the connection's ``info``
 #: Modules a batch's caller is looked for outside of (the plumbing that opens it).
 _PLUMBING = frozenset({__name__, "contextlib", "rpquery.retry"})
 _NAME_DEPTH = 8  # frames looked at for a public function's name
+#: module name -> its layer's logger (``logging.getLogger`` takes a lock on every call)
+_LAYER_LOGGERS: dict[str, logging.Logger] = {}
+#: batches being logged now, every thread (the statement timers do nothing while 0)
+_timing = 0
+_timing_lock = threading.Lock()
+_NO_BATCH: AbstractContextManager[None] = nullcontext()
 
 
 @dataclass
@@ -437,22 +447,35 @@ def layer_logger(module: str) -> logging.Logger:
     >>> layer_logger("myapp.jobs").name
     'rpquery.store'
     """
-    parts = module.split(".")
-    if parts[0] != "rpquery" or len(parts) < 2 or module == __name__:
-        return _log
-    return logging.getLogger(".".join(parts[:2]))
+    log = _LAYER_LOGGERS.get(module)
+    if log is None:
+        parts = module.split(".")
+        if parts[0] != "rpquery" or len(parts) < 2 or module == __name__:
+            log = _log
+        else:
+            log = logging.getLogger(".".join(parts[:2]))
+        _LAYER_LOGGERS[module] = log
+    return log
 
 
-def _caller() -> tuple[str, str]:
-    """``(module, function)`` of the code that opened the batch: the layer is the first
-    module outside this one, contextlib and rpquery.retry (the plumbing in between); the
-    name is the outermost public function of that layer up the stack (the entry point:
-    ``replace_allocations`` rather than its retried closure or its helpers), else the
-    opening frame's own."""
+def _batch(conn: Connection, kind: str) -> AbstractContextManager[None]:
+    """The batch of statements ``conn`` runs for the code that opened it: logged when its
+    layer's logger is on for DEBUG, else nothing at all."""
     frame: Any = sys._getframe(1)
     while frame.f_back is not None and frame.f_globals.get("__name__") in _PLUMBING:
         frame = frame.f_back
     module = str(frame.f_globals.get("__name__", ""))
+    log = layer_logger(module)
+    if not log.isEnabledFor(logging.DEBUG):
+        return _NO_BATCH
+    return _logged_batch(conn, BatchEvent(_opener_name(frame, module), kind), log)
+
+
+def _opener_name(frame: Any, module: str) -> str:
+    """The outermost public function of ``module``'s layer up the stack from ``frame``
+    (the entry point: ``replace_allocations`` rather than its retried closure or its
+    helpers), else ``frame``'s own: the layer is the first module outside this one,
+    contextlib and rpquery.retry (the plumbing in between)."""
     layer = ".".join(module.split(".")[:2]) + "."
     name = frame.f_code.co_name
     up = frame
@@ -467,7 +490,7 @@ def _caller() -> tuple[str, str]:
             break
         if _public(up.f_code):
             name = up.f_code.co_name
-    return module, name
+    return name
 
 
 def _public(code: Any) -> bool:
@@ -475,28 +498,31 @@ def _public(code: Any) -> bool:
     return not qualname.startswith("_") and "<" not in qualname and "._" not in qualname
 
 
+def _count_timing(delta: int) -> None:
+    global _timing
+    with _timing_lock:
+        _timing += delta
+
+
 @contextmanager
-def _batch(conn: Connection, kind: str) -> Iterator[None]:
-    module, function = _caller()
-    log = layer_logger(module)
-    if not log.isEnabledFor(logging.DEBUG):
-        yield
-        return
-    batch = BatchEvent(function, kind)
+def _logged_batch(conn: Connection, batch: BatchEvent, log: logging.Logger) -> Iterator[None]:
     info = conn.info
     outer = info.get(_BATCH)  # a nested begin()/connect() on a pooled connection: none
     info[_BATCH] = batch
+    _count_timing(1)
     started = time.perf_counter()
     try:
         yield
-        if kind == "transaction":
+        if batch.kind == "transaction":
             batch.outcome = "committed"
     except BaseException as error:
         code = getattr(error, "code", None) or type(error).__name__
-        batch.outcome = f"rolled back ({code})" if kind == "transaction" else f"failed ({code})"
+        failed = "rolled back" if batch.kind == "transaction" else "failed"
+        batch.outcome = f"{failed} ({code})"
         raise
     finally:
         batch.seconds = time.perf_counter() - started
+        _count_timing(-1)
         if outer is None:
             info.pop(_BATCH, None)
         else:
@@ -515,16 +541,18 @@ def _batch(conn: Connection, kind: str) -> Iterator[None]:
 
 
 def _before_execute(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
-    batch = conn.info.get(_BATCH)
-    if batch is not None:
-        batch.statements += 1
-        batch.sent = time.perf_counter()
+    if _timing:
+        batch = conn.info.get(_BATCH)
+        if batch is not None:
+            batch.statements += 1
+            batch.sent = time.perf_counter()
 
 
 def _after_execute(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
-    batch = conn.info.get(_BATCH)
-    if batch is not None:
-        batch.database_seconds += time.perf_counter() - batch.sent
+    if _timing:
+        batch = conn.info.get(_BATCH)
+        if batch is not None:
+            batch.database_seconds += time.perf_counter() - batch.sent
 
 
 def _listen(engine: Engine, on_execute: Callable[..., None]) -> None:
