@@ -14,6 +14,7 @@ tracer that sees every statement, and one debug log line per statement batch.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
@@ -172,6 +173,7 @@ class Database:
         self._lock = threading.Lock()
         url = self.engine.url  # fixed for the engine's life: looked up once, not per read
         self._sqlite_file = dialects.backend(url.get_backend_name()).database_file(url)
+        self._sqlite_name = None if self._sqlite_file is None else str(self._sqlite_file)
         _listen(self.engine, self._on_execute)
         self.replicas = [
             _Replica(r if isinstance(r, Engine) else _make_engine(normalize_url(r), **engine_kw))
@@ -208,7 +210,7 @@ class Database:
         writers that retry try again on another connection), :class:`Conflict`
         (integrity error) or :class:`DatabaseError`, chained to the original.
         """
-        with _wrap_driver_errors(), self.engine.connect() as conn:
+        with _wrap_driver_errors, self.engine.connect() as conn:
             conn = conn.execution_options(rpquery_write=True)
             with _batch(conn, "transaction"), conn.begin():
                 yield conn
@@ -224,11 +226,13 @@ class Database:
         ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file (in
         a directory that does not exist either: the driver's error, nothing to create).
         """
-        path = self._sqlite_file
-        if path is not None and not path.exists() and path.parent.is_dir():
-            raise _schema_missing(f"no file {path}")
+        name = self._sqlite_name
+        if name is not None and not os.path.exists(name):
+            path = Path(name)
+            if path.parent.is_dir():
+                raise _schema_missing(f"no file {path}")
         replica = None if primary or not self.replicas else self._pick_replica()
-        with _wrap_driver_errors():
+        with _wrap_driver_errors:
             if replica is not None:
                 try:
                     conn = replica.engine.connect()
@@ -642,37 +646,47 @@ def read_retrying(
         return work(conn)
 
 
-@contextmanager
-def _wrap_driver_errors() -> Iterator[None]:
-    try:
-        yield
-    except RpqueryError:
-        raise
-    except exc.DBAPIError as error:
-        if dialects.node_not_ready(error):
-            raise ConcurrentUpdate(
-                "rpquery.concurrent_update",
-                "the database node refused the statement (a Galera node outside the primary "
-                f"component: nothing was written; try again): {error.orig}",
-            ) from error
-        if dialects.is_retryable(error):
-            raise ConcurrentUpdate(
-                "rpquery.concurrent_update", f"concurrent update: {error.orig}"
-            ) from error
-        if dialects.is_charset_error(error):
-            raise DatabaseError(
-                "rpquery.db.charset",
-                f"the database cannot hold or compare this text ({error.orig}): a column's "
-                "character set is not utf8mb4; 'rpquery db check' lists them with the fix",
-            ) from error
-        table = dialects.missing_table(error)
-        if table is not None:
-            raise _schema_missing(f"table {table} does not exist") from error
-        if isinstance(error, exc.IntegrityError):
-            raise Conflict("rpquery.db.integrity", f"integrity error: {error.orig}") from error
-        raise DatabaseError("rpquery.db.error", f"database error: {error.orig}") from error
-    except exc.SQLAlchemyError as error:
-        raise DatabaseError("rpquery.db.error", f"database error: {error}") from error
+class _DriverErrors:
+    """Driver errors raised in the block as rpquery errors (:meth:`Database.begin`): a
+    class, not a ``@contextmanager`` generator, as every read and transaction enters it
+    (stateless: one instance serves every thread)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        if isinstance(error, exc.SQLAlchemyError) and not isinstance(error, RpqueryError):
+            raise _driver_error(error) from error
+
+
+_wrap_driver_errors = _DriverErrors()
+
+
+def _driver_error(error: exc.SQLAlchemyError) -> RpqueryError:
+    if not isinstance(error, exc.DBAPIError):
+        return DatabaseError("rpquery.db.error", f"database error: {error}")
+    if dialects.node_not_ready(error):
+        return ConcurrentUpdate(
+            "rpquery.concurrent_update",
+            "the database node refused the statement (a Galera node outside the primary "
+            f"component: nothing was written; try again): {error.orig}",
+        )
+    if dialects.is_retryable(error):
+        return ConcurrentUpdate("rpquery.concurrent_update", f"concurrent update: {error.orig}")
+    if dialects.is_charset_error(error):
+        return DatabaseError(
+            "rpquery.db.charset",
+            f"the database cannot hold or compare this text ({error.orig}): a column's "
+            "character set is not utf8mb4; 'rpquery db check' lists them with the fix",
+        )
+    table = dialects.missing_table(error)
+    if table is not None:
+        return _schema_missing(f"table {table} does not exist")
+    if isinstance(error, exc.IntegrityError):
+        return Conflict("rpquery.db.integrity", f"integrity error: {error.orig}")
+    return DatabaseError("rpquery.db.error", f"database error: {error.orig}")
 
 
 def _schema_missing(why: str) -> SchemaError:
