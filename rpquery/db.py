@@ -14,12 +14,13 @@ tracer that sees every statement, and one debug log line per statement batch.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +171,9 @@ class Database:
                 ) from error
         self._tracers: list[Tracer] = []
         self._lock = threading.Lock()
+        url = self.engine.url  # fixed for the engine's life: looked up once, not per read
+        self._sqlite_file = dialects.backend(url.get_backend_name()).database_file(url)
+        self._sqlite_name = None if self._sqlite_file is None else str(self._sqlite_file)
         _listen(self.engine, self._on_execute)
         self.replicas = [
             _Replica(r if isinstance(r, Engine) else _make_engine(normalize_url(r), **engine_kw))
@@ -206,7 +210,7 @@ class Database:
         writers that retry try again on another connection), :class:`Conflict`
         (integrity error) or :class:`DatabaseError`, chained to the original.
         """
-        with _wrap_driver_errors(), self.engine.connect() as conn:
+        with _wrap_driver_errors, self.engine.connect() as conn:
             conn = conn.execution_options(rpquery_write=True)
             with _batch(conn, "transaction"), conn.begin():
                 yield conn
@@ -222,11 +226,13 @@ class Database:
         ``SchemaError`` (``rpquery.schema.missing``) instead of leaving an empty file (in
         a directory that does not exist either: the driver's error, nothing to create).
         """
-        path = self.sqlite_path
-        if path is not None and not path.exists() and path.parent.is_dir():
-            raise _schema_missing(f"no file {path}")
-        replica = None if primary else self._pick_replica()
-        with _wrap_driver_errors():
+        name = self._sqlite_name
+        if name is not None and not os.path.exists(name):
+            path = Path(name)
+            if path.parent.is_dir():
+                raise _schema_missing(f"no file {path}")
+        replica = None if primary or not self.replicas else self._pick_replica()
+        with _wrap_driver_errors:
             if replica is not None:
                 try:
                     conn = replica.engine.connect()
@@ -273,8 +279,7 @@ class Database:
     @property
     def sqlite_path(self) -> Path | None:
         """The file of a SQLite database (``None`` in memory or on a server)."""
-        url = self.engine.url
-        return dialects.backend(url.get_backend_name()).database_file(url)
+        return self._sqlite_file
 
     # ------------------------------------------------------------ tracing
 
@@ -399,14 +404,23 @@ def reading(
 # batch of statements on one connection. With DEBUG on for its layer's logger, the batch
 # ends with one line: who ran it, how many statements, the time the block took and the
 # part of it spent waiting for the database (from ``before_cursor_execute`` to
-# ``after_cursor_execute``). With DEBUG off a batch costs a look at the caller's frame
-# and one ``isEnabledFor`` (about a microsecond).
+# ``after_cursor_execute``). With DEBUG off a batch costs a walk to the opening module's
+# frame, a dict look-up of its layer's logger and one ``isEnabledFor``, and a statement
+# one test of ``_timing`` per timer: the caller's name, the batch record and the clock are
+# only taken for a batch that logs (a read's fixed cost is the small reads' share:
+# GET /usages, 2026-11-29).
 
 _log = logging.getLogger("rpquery.store")
 _BATCH = "rpquery_batch"  # key of the running batch in the connection's ``info``
 #: Modules a batch's caller is looked for outside of (the plumbing that opens it).
 _PLUMBING = frozenset({__name__, "contextlib", "rpquery.retry"})
 _NAME_DEPTH = 8  # frames looked at for a public function's name
+#: module name -> its layer's logger (``logging.getLogger`` takes a lock on every call)
+_LAYER_LOGGERS: dict[str, logging.Logger] = {}
+#: batches being logged now, every thread (the statement timers do nothing while 0)
+_timing = 0
+_timing_lock = threading.Lock()
+_NO_BATCH: AbstractContextManager[None] = nullcontext()
 
 
 @dataclass
@@ -437,22 +451,35 @@ def layer_logger(module: str) -> logging.Logger:
     >>> layer_logger("myapp.jobs").name
     'rpquery.store'
     """
-    parts = module.split(".")
-    if parts[0] != "rpquery" or len(parts) < 2 or module == __name__:
-        return _log
-    return logging.getLogger(".".join(parts[:2]))
+    log = _LAYER_LOGGERS.get(module)
+    if log is None:
+        parts = module.split(".")
+        if parts[0] != "rpquery" or len(parts) < 2 or module == __name__:
+            log = _log
+        else:
+            log = logging.getLogger(".".join(parts[:2]))
+        _LAYER_LOGGERS[module] = log
+    return log
 
 
-def _caller() -> tuple[str, str]:
-    """``(module, function)`` of the code that opened the batch: the layer is the first
-    module outside this one, contextlib and rpquery.retry (the plumbing in between); the
-    name is the outermost public function of that layer up the stack (the entry point:
-    ``replace_allocations`` rather than its retried closure or its helpers), else the
-    opening frame's own."""
+def _batch(conn: Connection, kind: str) -> AbstractContextManager[None]:
+    """The batch of statements ``conn`` runs for the code that opened it: logged when its
+    layer's logger is on for DEBUG, else nothing at all."""
     frame: Any = sys._getframe(1)
     while frame.f_back is not None and frame.f_globals.get("__name__") in _PLUMBING:
         frame = frame.f_back
     module = str(frame.f_globals.get("__name__", ""))
+    log = layer_logger(module)
+    if not log.isEnabledFor(logging.DEBUG):
+        return _NO_BATCH
+    return _logged_batch(conn, BatchEvent(_opener_name(frame, module), kind), log)
+
+
+def _opener_name(frame: Any, module: str) -> str:
+    """The outermost public function of ``module``'s layer up the stack from ``frame``
+    (the entry point: ``replace_allocations`` rather than its retried closure or its
+    helpers), else ``frame``'s own: the layer is the first module outside this one,
+    contextlib and rpquery.retry (the plumbing in between)."""
     layer = ".".join(module.split(".")[:2]) + "."
     name = frame.f_code.co_name
     up = frame
@@ -467,7 +494,7 @@ def _caller() -> tuple[str, str]:
             break
         if _public(up.f_code):
             name = up.f_code.co_name
-    return module, name
+    return name
 
 
 def _public(code: Any) -> bool:
@@ -475,28 +502,31 @@ def _public(code: Any) -> bool:
     return not qualname.startswith("_") and "<" not in qualname and "._" not in qualname
 
 
+def _count_timing(delta: int) -> None:
+    global _timing
+    with _timing_lock:
+        _timing += delta
+
+
 @contextmanager
-def _batch(conn: Connection, kind: str) -> Iterator[None]:
-    module, function = _caller()
-    log = layer_logger(module)
-    if not log.isEnabledFor(logging.DEBUG):
-        yield
-        return
-    batch = BatchEvent(function, kind)
+def _logged_batch(conn: Connection, batch: BatchEvent, log: logging.Logger) -> Iterator[None]:
     info = conn.info
     outer = info.get(_BATCH)  # a nested begin()/connect() on a pooled connection: none
     info[_BATCH] = batch
+    _count_timing(1)
     started = time.perf_counter()
     try:
         yield
-        if kind == "transaction":
+        if batch.kind == "transaction":
             batch.outcome = "committed"
     except BaseException as error:
         code = getattr(error, "code", None) or type(error).__name__
-        batch.outcome = f"rolled back ({code})" if kind == "transaction" else f"failed ({code})"
+        failed = "rolled back" if batch.kind == "transaction" else "failed"
+        batch.outcome = f"{failed} ({code})"
         raise
     finally:
         batch.seconds = time.perf_counter() - started
+        _count_timing(-1)
         if outer is None:
             info.pop(_BATCH, None)
         else:
@@ -515,16 +545,18 @@ def _batch(conn: Connection, kind: str) -> Iterator[None]:
 
 
 def _before_execute(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
-    batch = conn.info.get(_BATCH)
-    if batch is not None:
-        batch.statements += 1
-        batch.sent = time.perf_counter()
+    if _timing:
+        batch = conn.info.get(_BATCH)
+        if batch is not None:
+            batch.statements += 1
+            batch.sent = time.perf_counter()
 
 
 def _after_execute(conn: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
-    batch = conn.info.get(_BATCH)
-    if batch is not None:
-        batch.database_seconds += time.perf_counter() - batch.sent
+    if _timing:
+        batch = conn.info.get(_BATCH)
+        if batch is not None:
+            batch.database_seconds += time.perf_counter() - batch.sent
 
 
 def _listen(engine: Engine, on_execute: Callable[..., None]) -> None:
@@ -614,37 +646,47 @@ def read_retrying(
         return work(conn)
 
 
-@contextmanager
-def _wrap_driver_errors() -> Iterator[None]:
-    try:
-        yield
-    except RpqueryError:
-        raise
-    except exc.DBAPIError as error:
-        if dialects.node_not_ready(error):
-            raise ConcurrentUpdate(
-                "rpquery.concurrent_update",
-                "the database node refused the statement (a Galera node outside the primary "
-                f"component: nothing was written; try again): {error.orig}",
-            ) from error
-        if dialects.is_retryable(error):
-            raise ConcurrentUpdate(
-                "rpquery.concurrent_update", f"concurrent update: {error.orig}"
-            ) from error
-        if dialects.is_charset_error(error):
-            raise DatabaseError(
-                "rpquery.db.charset",
-                f"the database cannot hold or compare this text ({error.orig}): a column's "
-                "character set is not utf8mb4; 'rpquery db check' lists them with the fix",
-            ) from error
-        table = dialects.missing_table(error)
-        if table is not None:
-            raise _schema_missing(f"table {table} does not exist") from error
-        if isinstance(error, exc.IntegrityError):
-            raise Conflict("rpquery.db.integrity", f"integrity error: {error.orig}") from error
-        raise DatabaseError("rpquery.db.error", f"database error: {error.orig}") from error
-    except exc.SQLAlchemyError as error:
-        raise DatabaseError("rpquery.db.error", f"database error: {error}") from error
+class _DriverErrors:
+    """Driver errors raised in the block as rpquery errors (:meth:`Database.begin`): a
+    class, not a ``@contextmanager`` generator, as every read and transaction enters it
+    (stateless: one instance serves every thread)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        if isinstance(error, exc.SQLAlchemyError) and not isinstance(error, RpqueryError):
+            raise _driver_error(error) from error
+
+
+_wrap_driver_errors = _DriverErrors()
+
+
+def _driver_error(error: exc.SQLAlchemyError) -> RpqueryError:
+    if not isinstance(error, exc.DBAPIError):
+        return DatabaseError("rpquery.db.error", f"database error: {error}")
+    if dialects.node_not_ready(error):
+        return ConcurrentUpdate(
+            "rpquery.concurrent_update",
+            "the database node refused the statement (a Galera node outside the primary "
+            f"component: nothing was written; try again): {error.orig}",
+        )
+    if dialects.is_retryable(error):
+        return ConcurrentUpdate("rpquery.concurrent_update", f"concurrent update: {error.orig}")
+    if dialects.is_charset_error(error):
+        return DatabaseError(
+            "rpquery.db.charset",
+            f"the database cannot hold or compare this text ({error.orig}): a column's "
+            "character set is not utf8mb4; 'rpquery db check' lists them with the fix",
+        )
+    table = dialects.missing_table(error)
+    if table is not None:
+        return _schema_missing(f"table {table} does not exist")
+    if isinstance(error, exc.IntegrityError):
+        return Conflict("rpquery.db.integrity", f"integrity error: {error.orig}")
+    return DatabaseError("rpquery.db.error", f"database error: {error.orig}")
 
 
 def _schema_missing(why: str) -> SchemaError:
