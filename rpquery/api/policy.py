@@ -39,8 +39,11 @@ from oslo_policy import opts as policy_opts
 from oslo_policy import policy as oslo
 
 from rpquery.api.auth import Identity, forbidden
+from rpquery.api.policy_eval import Reloader, authorize
 
-__all__ = ["POLICY_NAMES", "OsloPolicy", "get_enforcer", "list_rules", "named_policy"]
+__all__ = [
+    "POLICY_NAMES", "RELOAD_INTERVAL", "OsloPolicy", "get_enforcer", "list_rules", "named_policy"
+]
 
 _DEPRECATED_REASON = (
     "Placement's policies gained new default roles with scope types; the old ones are "
@@ -52,6 +55,8 @@ _DEPRECATED_ADMIN = oslo.DeprecatedRule(
     deprecated_reason=_DEPRECATED_REASON,
     deprecated_since="W",
 )
+#: Seconds between two looks for a changed policy file (oslo.policy looks on every call).
+RELOAD_INTERVAL = 1.0
 _PROJECT = ["project"]
 _ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 
@@ -199,7 +204,12 @@ def policy_conf(*, enforce_new_defaults: bool, policy_file: str | None = None) -
 class OsloPolicy:
     """An authorizer asking an oslo.policy ``Enforcer``. Built from ``conf`` (a parsed
     configuration: its ``[oslo_policy]`` group) or, without one, from the two switches
-    and ``rules`` overrides."""
+    and ``rules`` overrides.
+
+    The answer is ``Enforcer.authorize``'s, on the rules it loaded, evaluated by
+    :func:`rpquery.api.policy_eval.authorize` (without ``authorize``'s per-call
+    ``load_rules`` and signature inspection); a changed policy file is reloaded by
+    oslo.policy as before, but looked for at most every ``reload_interval`` seconds."""
 
     def __init__(
         self,
@@ -207,20 +217,20 @@ class OsloPolicy:
         *,
         enforce_new_defaults: bool = False,
         rules: Mapping[str, str] | None = None,
+        reload_interval: float = RELOAD_INTERVAL,
     ) -> None:
         if conf is None:
             conf = policy_conf(enforce_new_defaults=enforce_new_defaults)
         self.enforcer = make_enforcer(conf, rules)
+        self.reloader = Reloader(self.enforcer, reload_interval)
 
     def __call__(self, identity: Identity, rule: str, target: Mapping[str, object]) -> None:
         if not self.allows(identity, rule, target):
             raise forbidden(rule)
 
     def allows(self, identity: Identity, rule: str, target: Mapping[str, object]) -> bool:
-        try:
-            return bool(self.enforcer.authorize(rule, dict(target), credentials(identity)))
-        except oslo.InvalidScope:
-            return False
+        self.reloader.refresh()
+        return authorize(self.enforcer, rule, target, credentials(identity))
 
 
 def credentials(identity: Identity) -> dict[str, Any]:
