@@ -25,7 +25,7 @@ GALERA_SUITES ?= tests/test_galera_backend.py tests/test_write_allocations.py te
 # make soak BACKENDS=...: the soak's own default is the two servers
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement soak placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement soak soak-http placement-venv osc-venv diff-placement galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -105,6 +105,9 @@ soak: $(STAMP) ## Reliability soak on BACKENDS (postgresql,mysql): 16 writers + 
 	$(BIN)/python -m tests.reliability.soak --seconds $(SOAK_SECONDS) --backends $(SOAK_BACKENDS)
 	RPQUERY_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) RPQUERY_TEST_BACKENDS=$(SOAK_BACKENDS) \
 		$(BIN)/python -m pytest -q tests/reliability/test_fuzz.py
+
+soak-http: $(STAMP) ## rpquery serve (4 gevent workers) on BACKENDS (all three) for SOAK_SECONDS (600) each: 8 HTTP claimers, 32 slow clients, a worker SIGKILLed every 5 s; then the invariants and rpquery db check
+	$(BIN)/python -m tests.reliability.soak_http --seconds $(SOAK_SECONDS) --backends $(BACKENDS)
 
 placement-venv: $(STAMP) ## Install OpenStack Placement (pinned) into .venv-placement for the compatibility tests
 	$(BIN)/python -m benchmarks.side_by_side
