@@ -89,22 +89,27 @@ def _call(
     body: Any,
     wanted: dict[str, Any],
 ) -> bool:
-    """One write; records its outcome and what it acknowledged. True when written."""
+    """One write; records its outcome and what it acknowledged. True when written.
+
+    ``HttpClient`` sends a request again on a new connection when a kept-alive one
+    breaks: after a worker killed mid-answer, the replay of a claim it wrote gets a 409
+    and that of a delete a 404; such outcomes count as "written whole or not at all"."""
     old = tally.acked.get(consumer, Ack({}, None)).allocations
     try:
         status, _, _ = client.request(method, f"/allocations/{consumer}", body)
     except OSError:  # its worker was killed: written whole or not at all
         client.close()
         status = 0
-    if status == 204:
-        tally.count(f"{what}.ok")
+    if status == 204 or (status == 404 and method == "DELETE"):
+        # a 404: the client sent the DELETE again after its worker died answering it
+        tally.count(f"{what}.ok" if status == 204 else f"{what}.replayed")
         with tally.lock:
             tally.acked[consumer] = Ack(wanted, None)
             tally.unsure.pop(consumer, None)
         return bool(wanted)
     outcome = "conflict" if status == 409 else "lost" if status in (0, 500, 502, 503) else "other"
     tally.count(f"{what}.{outcome}.{status}")
-    if outcome == "lost":
+    if outcome != "other":  # a 409 may answer a replay of a claim its dead worker wrote
         with tally.lock:
             tally.unsure[consumer] = (old, wanted)
     return False
