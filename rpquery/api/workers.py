@@ -3,7 +3,8 @@
 JSON error shape instead of gunicorn's HTML, quoting at most 200 characters of what
 the client sent.
 
-``gevent`` (the default of ``rpquery serve``) is gunicorn's gevent worker: one
+``GeventWorker`` (``gevent``, the default of ``rpquery serve``; built on first access,
+so that only the processes that run it import gevent) is gunicorn's gevent worker: one
 greenlet per connection, so a client that sends slowly holds a greenlet, never a
 worker; every read of a request line or header waits at most ``read_timeout`` seconds
 (:class:`rpquery.api.limits.Limits`), the body is bounded by
@@ -26,7 +27,7 @@ from gunicorn.workers.sync import SyncWorker
 from rpquery.api.errors import ApiError, render
 from rpquery.api.limits import Limits
 
-__all__ = ["GeventWorker", "ThreadedWorker", "SyncWorker_", "error_answer", "status_of"]
+__all__ = ["ThreadedWorker", "SyncWorker_", "error_answer", "status_of"]
 
 #: How much of the exception text (which may quote the request) an answer carries.
 QUOTED = 200
@@ -93,20 +94,31 @@ def _limits(worker: Any) -> Limits:
     return getattr(worker.app, "limits", None) or Limits()
 
 
-def _gevent_base() -> type:
+def _gevent_worker() -> type:
+    """gunicorn's gevent worker with :class:`_JsonErrors` and the read timeout, built on
+    first use: importing gevent is left to the processes that run it."""
+    from gunicorn.workers.base_async import AsyncWorker
     from gunicorn.workers.ggevent import GeventWorker as Base
 
-    return Base
+    class GeventWorker(_JsonErrors, Base):
+        """gunicorn's gevent worker; reads of a request wait at most ``read_timeout``."""
+
+        def handle(self, listener: Any, client: Any, addr: Any) -> None:
+            client.settimeout(_limits(self).read_timeout)
+            AsyncWorker.handle(self, listener, client, addr)  # not the base's setblocking(1)
+
+    GeventWorker.__module__ = __name__
+    GeventWorker.__qualname__ = "GeventWorker"
+    return GeventWorker
 
 
-class GeventWorker(_JsonErrors, _gevent_base()):  # type: ignore[misc]
-    """gunicorn's gevent worker; reads of a request wait at most ``read_timeout``."""
-
-    def handle(self, listener: Any, client: Any, addr: Any) -> None:
-        from gunicorn.workers.base_async import AsyncWorker
-
-        client.settimeout(_limits(self).read_timeout)
-        AsyncWorker.handle(self, listener, client, addr)  # not the base's setblocking(1)
+def __getattr__(name: str) -> Any:
+    """``GeventWorker``, built on first access (how gunicorn loads a worker class)."""
+    if name == "GeventWorker":
+        cls = _gevent_worker()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ThreadedWorker(_JsonErrors, ThreadWorker):
