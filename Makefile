@@ -38,7 +38,7 @@ CHECK_HOSTS ?= 5000
 CHECK_ROUNDS ?= 8
 SOAK_BACKENDS := $(if $(filter command line environment,$(origin BACKENDS)),$(BACKENDS),postgresql,mysql)
 
-.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement bench-check soak placement-venv osc-venv keystone-venv diff-placement nova-venv test-nova test-judges record-traffic galera-up galera-down galera-status replica-up replica-down clean
+.PHONY: help install run serve test test-fast test-clusters test-galera test-galera-writes lint type bench bench-cluster bench-startup bench-shapes bench-placement bench-check soak soak-http placement-venv osc-venv keystone-venv diff-placement nova-venv test-nova test-judges record-traffic galera-up galera-down galera-status replica-up replica-down clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
@@ -126,6 +126,9 @@ soak: $(STAMP) ## Reliability soak on BACKENDS (postgresql,mysql): 16 writers + 
 	$(BIN)/python -m tests.reliability.soak --seconds $(SOAK_SECONDS) --backends $(SOAK_BACKENDS)
 	RPQUERY_FUZZ_EXAMPLES=$(SOAK_FUZZ_EXAMPLES) RPQUERY_TEST_BACKENDS=$(SOAK_BACKENDS) \
 		$(BIN)/python -m pytest -q tests/reliability/test_fuzz.py
+
+soak-http: $(STAMP) ## rpquery serve (4 gevent workers) on BACKENDS (all three) for SOAK_SECONDS (600) each: 8 HTTP claimers, 32 slow clients, a worker SIGKILLed every 5 s; then the invariants and rpquery db check
+	$(BIN)/python -m tests.reliability.soak_http --seconds $(SOAK_SECONDS) --backends $(BACKENDS)
 
 placement-venv: $(STAMP) ## Install OpenStack Placement (pinned) into .venv-placement for the compatibility tests
 	$(BIN)/python -m benchmarks.side_by_side

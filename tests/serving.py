@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +28,13 @@ def free_port() -> int:
 
 
 def serve_command(
-    db_url: str, port: int, *, access_log: str, workers: int = 2, threads: int = 1
+    db_url: str,
+    port: int,
+    *,
+    access_log: str,
+    workers: int = 2,
+    threads: int = 1,
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """The command line of ``rpquery serve`` on ``127.0.0.1:port`` over ``db_url``."""
     return [
@@ -47,6 +53,7 @@ def serve_command(
         *(["--threads", str(threads)] if threads > 1 else []),
         "--access-log",
         access_log,
+        *extra,
     ]
 
 
@@ -152,16 +159,29 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], *, timeout: float = 60)
 
 @contextmanager
 def serving(
-    db_url: str, *, workers: int = 2, threads: int = 1, access_log: str = "off"
+    db_url: str,
+    *,
+    workers: int = 2,
+    threads: int = 1,
+    access_log: str = "off",
+    extra: Sequence[str] = (),
 ) -> Iterator[Served]:
     """``rpquery serve`` over ``db_url`` on a free loopback port, stopped with SIGTERM
-    on exit (its stderr goes to a temporary file: a pipe nobody reads could fill)."""
+    on exit (its stderr goes to a temporary file: a pipe nobody reads could fill);
+    ``extra``: more ``serve`` options."""
     port = free_port()
     with tempfile.NamedTemporaryFile(
         "wb", prefix="rpq-serve-", suffix=".log", delete=False
     ) as err:
         proc = subprocess.Popen(
-            serve_command(db_url, port, access_log=access_log, workers=workers, threads=threads),
+            serve_command(
+                db_url,
+                port,
+                access_log=access_log,
+                workers=workers,
+                threads=threads,
+                extra=extra,
+            ),
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=os.environ,

@@ -81,20 +81,22 @@ def test_serve_on_a_real_socket(db, tmp_path) -> None:  # type: ignore[no-untype
     assert api_lines[0]["version"] == "placement 1.39"
 
 
-@pytest.mark.parametrize("threads", [1, 4])
-def test_threaded_workers_keep_connections_alive(sqlite_db, threads) -> None:  # type: ignore[no-untyped-def]
-    """Sync workers close the connection after each answer; ``--threads`` > 1 runs
-    gunicorn's threaded workers, which keep it open for the client's next request (for
-    2 s: on a loaded machine the client may still have to open another)."""
+@pytest.mark.parametrize("worker_class", ["sync", "gevent", "gthread"])
+def test_workers_keep_connections_alive(sqlite_db, worker_class) -> None:  # type: ignore[no-untyped-def]
+    """Sync workers close the connection after each answer; gevent workers (the
+    default) and threaded ones (``--threads`` > 1) keep it open for the client's next
+    request (for 2 s: on a loaded machine the client may still have to open another)."""
     url = sqlite_db.url.render_as_string(hide_password=False)
     answers = []
-    with serving(url, workers=1, threads=threads) as server:
+    extra = [] if worker_class == "gevent" else ["--worker-class", worker_class]
+    threads = 4 if worker_class == "gthread" else 1
+    with serving(url, workers=1, threads=threads, extra=extra) as server:
         client = HttpClient(server.base)
         for _ in range(3):
             status, headers, _ = client.request("GET", "/resource_providers")
             answers.append((status, headers.get("connection", "keep-alive").lower()))
         client.close()
-    if threads == 1:
+    if worker_class == "sync":
         assert answers == [(200, "close")] * 3
         assert client.connections == 3
     else:

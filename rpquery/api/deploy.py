@@ -20,6 +20,7 @@ from typing import Any
 
 from rpquery.api import request_id
 from rpquery.api.config import ConfigError, Settings, keys_in
+from rpquery.api.limits import Limits, with_limits
 from rpquery.db import DEFAULT_URL, Database
 
 __all__ = ["build_app", "check", "setup_logging"]
@@ -42,9 +43,13 @@ def _has_keystone_section(settings: Settings) -> bool:
     return any(s == "keystone_authtoken" for f in settings.files for s, _ in keys_in(f))
 
 
-def build_app(settings: Settings, db: Database | None = None) -> Any:
+def build_app(
+    settings: Settings, db: Database | None = None, limits: Limits | None = None
+) -> Any:
     """The whole WSGI application for ``settings`` (``db``: an open database to use
-    instead of ``[placement_database] connection``)."""
+    instead of ``[placement_database] connection``), request bodies held to ``limits``
+    (the defaults of :class:`rpquery.api.limits.Limits` when ``None``) before any
+    middleware reads them."""
     from oslo_middleware import cors
 
     from rpquery.api.app import make_app
@@ -71,7 +76,7 @@ def build_app(settings: Settings, db: Database | None = None) -> Any:
         app = protect(app, conf)
     if settings.cors_origins:
         app = cors.CORS(app, conf)
-    return request_id.RequestIdMiddleware(app)
+    return request_id.RequestIdMiddleware(with_limits(app, limits))
 
 
 def setup_logging(settings: Settings) -> None:

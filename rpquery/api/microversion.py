@@ -1,9 +1,12 @@
 """Placement's microversions: parse ``OpenStack-API-Version: placement X.Y``.
 
 A request names the version it speaks; no header means the oldest (1.0), ``latest``
-the newest (1.39). A value that is not ``X.Y`` is a 400, a well-formed version this
-service does not offer a 406 (the error body then carries ``min_version`` and
-``max_version``).
+the newest (1.39). A value that is not ``X.Y`` (ASCII digits, no leading zeros, nothing
+else) is a 400, and so is an entry naming ``placement`` with no version; a well-formed
+version this service does not offer is a 406 (the error body then carries
+``min_version`` and ``max_version``). Placement 16.0 reads the version with Python's
+``int()``, so it takes ``1.3_9`` for 1.39, ``1. 3`` for 1.3 and ``placement`` alone for
+1.0; rpquery refuses them with the 400 Placement gives ``1.3.0``.
 
 >>> parse_header(None)
 Version(major=1, minor=0)
@@ -15,6 +18,7 @@ Version(major=1, minor=39)
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from rpquery.api.errors import ApiError
@@ -41,17 +45,21 @@ class Version(NamedTuple):
         return cls(int(major), int(minor))
 
 
+_VERSION_TEXT = re.compile(r"(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})", re.ASCII)
+#: How much of a refused version an error message quotes.
+_QUOTED = 40
+
 MIN_VERSION = Version(1, 0)
 MAX_VERSION = Version(1, 39)
 
 
 def _requested(header: str) -> str | None:
     """The version text for ``placement`` in a (possibly folded) header: the last
-    ``<service> <version>`` entry naming this service wins."""
+    entry naming this service wins; ``""`` when it names no version."""
     for entry in reversed(header.split(",")):
         parts = entry.strip().split(None, 1)
-        if len(parts) == 2 and parts[0].lower() == SERVICE:
-            return parts[1].strip()
+        if parts and parts[0].lower() == SERVICE:
+            return parts[1].strip() if len(parts) == 2 else ""
     return None
 
 
@@ -60,21 +68,26 @@ def parse_header(header: str | None) -> Version:
 
     Raises :class:`ApiError` 400 for a malformed version and 406 for one outside
     ``MIN_VERSION..MAX_VERSION``.
+
+    >>> parse_header("placement 1.3_9")
+    Traceback (most recent call last):
+    ...
+    rpquery.api.errors.ApiError: Invalid microversion: invalid version string: 1.3_9
     """
     text = _requested(header) if header else None
     if text is None:
         return MIN_VERSION
     if text == "latest":
         return MAX_VERSION
-    major, _, minor = text.partition(".")
-    try:
-        version = Version(int(major), int(minor))
-    except ValueError:
-        raise ApiError(400, f"Invalid microversion: invalid version string: {text}") from None
+    shown = text if len(text) <= _QUOTED else f"{text[:_QUOTED]}..."
+    match = _VERSION_TEXT.fullmatch(text)
+    if match is None:
+        raise ApiError(400, f"Invalid microversion: invalid version string: {shown}")
+    version = Version(int(match[1]), int(match[2]))
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ApiError(
             406,
-            f"Invalid microversion: Unacceptable version header: {text}",
+            f"Invalid microversion: Unacceptable version header: {shown}",
             extra={"max_version": str(MAX_VERSION), "min_version": str(MIN_VERSION)},
         )
     return version

@@ -26,6 +26,9 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
+from gunicorn.http import message as http_message
+
+from rpquery.api.limits import Limits, with_limits
 
 __all__ = ["ApiServer", "JsonAccessLogger", "serve"]
 
@@ -71,8 +74,10 @@ class ApiServer(BaseApplication):
         replicas: Sequence[str] = (),
         max_replica_lag: float = 5.0,
         settings: Any = None,
+        limits: Limits | None = None,
     ) -> None:
         self.settings = settings  # rpquery.api.config.Settings: the whole app from it
+        self.limits = limits or Limits()
         self.db_url = db_url
         self.replicas = list(replicas)
         self.max_replica_lag = max_replica_lag
@@ -85,6 +90,7 @@ class ApiServer(BaseApplication):
         for key, value in self.options.items():
             if value is not None:
                 self.cfg.set(key, value)
+        allow_long_request_lines(self.limits.limit_request_line)
 
     def load(self) -> Any:
         from rpquery.api import make_app
@@ -93,9 +99,17 @@ class ApiServer(BaseApplication):
         if self.settings is not None:
             from rpquery.api.deploy import build_app
 
-            return build_app(self.settings)
+            return build_app(self.settings, limits=self.limits)
         db = Database(self.db_url, replicas=self.replicas, max_replica_lag=self.max_replica_lag)
-        return make_app(db, auth=self.auth, policy=self.policy)
+        return with_limits(make_app(db, auth=self.auth, policy=self.policy), self.limits)
+
+
+def allow_long_request_lines(limit: int) -> None:
+    """Let gunicorn take request lines up to ``limit`` bytes: it caps
+    ``limit_request_line`` at 8190 (``http.message.MAX_REQUEST_LINE``), too short for a
+    legal candidates request with 1,000 granular groups (~25 KB) or 10,000 ``in:``
+    values (~270 KB of trait names, ~370 KB of aggregate uuids)."""
+    http_message.MAX_REQUEST_LINE = max(http_message.MAX_REQUEST_LINE, limit)
 
 
 def serve(
@@ -112,18 +126,28 @@ def serve(
     replicas: Sequence[str] = (),
     max_replica_lag: float = 5.0,
     settings: Any = None,
+    worker_class: str | None = None,
+    limits: Limits | None = None,
 ) -> None:
     """Run the API until SIGTERM/SIGINT (blocks); with ``settings`` (a
     :class:`rpquery.api.config.Settings`) the app is the one they describe
     (:func:`rpquery.api.deploy.build_app`). Reads go to ``replicas`` when they are
     up and within ``max_replica_lag`` seconds, writes to ``db_url``. ``threads`` > 1
     runs gunicorn's threaded workers (``gthread``: connections kept alive between
-    requests); 1 its sync workers (one request per connection)."""
+    requests); 1 (and no ``worker_class``) its gevent workers, which hold slow clients
+    in greenlets (:mod:`rpquery.api.workers`). ``limits``: :class:`Limits`."""
+    from rpquery.api.workers import WORKER_CLASSES
+
+    limits = limits or Limits()
+    chosen = worker_class or ("gthread" if threads > 1 else "gevent")
     options = {
         "bind": bind,
         "workers": workers,
-        "worker_class": "gthread" if threads > 1 else "sync",
+        "worker_class": WORKER_CLASSES[chosen],
         "threads": threads,
+        "limit_request_line": limits.limit_request_line,
+        "limit_request_fields": limits.limit_request_fields,
+        "limit_request_field_size": limits.limit_request_field_size,
         "accesslog": access_log,
         "logger_class": JsonAccessLogger,
         "graceful_timeout": graceful_timeout,
@@ -139,4 +163,5 @@ def serve(
         replicas=replicas,
         max_replica_lag=max_replica_lag,
         settings=settings,
+        limits=limits,
     ).run()

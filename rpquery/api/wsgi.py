@@ -14,7 +14,8 @@ reading the same configuration; environment variables override it:
 (comma-separated) and ``RPQUERY_DB_MAX_REPLICA_LAG``, ``RPQUERY_API_AUTH`` (``[api]
 auth_strategy``: ``keystone``, ``noauth2`` or ``none``) and ``RPQUERY_API_POLICY`` (a
 preset: ``legacy-rbac``, ``secure-rbac`` or ``open``). Both need
-``rpquery[openstack]``.
+``rpquery[openstack]``. Request bodies are held to the defaults of
+:class:`rpquery.api.limits.Limits` (:func:`rpquery.api.deploy.build_app`).
 """
 
 from __future__ import annotations

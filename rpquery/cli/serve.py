@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from rpquery.api.limits import Limits
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.errors import InvalidRequest
 from rpquery.store import migrations
@@ -84,6 +85,55 @@ __all__ = ["COMMANDS", "serve"]
     show_default=True,
     help="Seconds in-flight requests get to finish on SIGTERM.",
 )
+@click.option(
+    "--worker-class",
+    type=click.Choice(["gevent", "gthread", "sync"]),
+    default=None,
+    help="gunicorn worker: gevent (default; slow clients hold greenlets, not workers), "
+    "gthread (default with --threads > 1) or sync.",
+)
+@click.option(
+    "--max-body-size",
+    default=Limits.max_body_size,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Largest request body in bytes; larger: 413.",
+)
+@click.option(
+    "--body-timeout",
+    default=Limits.body_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a request body may take to arrive; slower: 408.",
+)
+@click.option(
+    "--read-timeout",
+    default=Limits.read_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds one read of a request line or header may wait (gevent workers).",
+)
+@click.option(
+    "--limit-request-line",
+    default=Limits.limit_request_line,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Longest request line in bytes (path and query string); longer: 414.",
+)
+@click.option(
+    "--limit-request-fields",
+    default=Limits.limit_request_fields,
+    show_default=True,
+    type=click.IntRange(1, 32768),
+    help="Most header fields; more: 431.",
+)
+@click.option(
+    "--limit-request-field-size",
+    default=Limits.limit_request_field_size,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Longest header field in bytes; longer: 431.",
+)
 @handles_errors
 def serve(
     bind: str,
@@ -95,6 +145,7 @@ def serve(
     policy: str | None,
     access_log: str,
     graceful_timeout: int,
+    **limit_options: Any,
 ) -> None:
     """Serve Placement's REST API (microversions 1.0-1.39) on this database."""
     from rpquery.api.server import serve as run
@@ -123,6 +174,7 @@ def serve(
         replicas=[r.engine.url.render_as_string(hide_password=False) for r in db.replicas],
         max_replica_lag=db.max_replica_lag,
         settings=settings,
+        **_limits(limit_options),
     )
 
 
@@ -184,6 +236,13 @@ def _warn(settings: Any, bind: str) -> None:
         )
         click.echo(f"rpquery serve: WARNING: {text}", err=True)
         log.warning("%s", text)
+
+
+def _limits(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``--worker-class`` and limit options as :func:`rpquery.api.server.serve`
+    takes them."""
+    worker_class = options.pop("worker_class")
+    return {"worker_class": worker_class, "limits": Limits(**options)}
 
 
 COMMANDS = [serve]

@@ -7,6 +7,7 @@ providers are not hosts; :mod:`rpquery.server_groups._group_hosts` has the state
 
 from __future__ import annotations
 
+import dataclasses
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -39,6 +40,7 @@ __all__ = [
     "delete_group",
     "get_group",
     "load_group",
+    "locked_group",
     "remove_members",
     "show_group",
 ]
@@ -69,6 +71,23 @@ def load_group(conn: Connection, group_uuid: str) -> ServerGroup:
             "rpquery.server_group.not_found", f"no server group {group_uuid}", token=group_uuid
         )
     return _row_to_group(row)
+
+
+def locked_group(conn: Connection, group_uuid: str) -> ServerGroup:
+    """The group, read after taking its row lock (``SELECT ... FOR UPDATE``; SQLite's
+    ``BEGIN IMMEDIATE`` already excludes other writers): writers of one group (schedulers,
+    membership changes) queue here instead of reading the same generation and failing
+    at its check. Every writer that locks both a group and providers takes the group
+    first. A locking read, so on MariaDB it fixes no snapshot for later reads."""
+    fields = [f.name for f in dataclasses.fields(ServerGroup)]
+    row = conn.execute(
+        sa.select(*(server_groups.c[name] for name in fields))
+        .where(server_groups.c.uuid == validation.check_uuid(group_uuid, BAD_UUID, "server group"))
+        .with_for_update()
+    ).first()
+    if row is None:
+        return load_group(conn, group_uuid)  # NotFound
+    return ServerGroup(**row._mapping)
 
 
 def create_group(
@@ -180,25 +199,26 @@ def add_members_conn(
 
 
 def add_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) -> ServerGroup:
-    """Add instances to a group (idempotent for existing members). The caller gives no
-    generation, so a concurrent change of the group is retried (:func:`_unguarded`)."""
+    """Add instances to a group (idempotent for existing members). The group row is
+    locked first (:func:`locked_group`), so schedulers of the group running meanwhile
+    make it wait, not fail; a deadlock the server breaks is retried (:func:`_unguarded`)."""
     uuids = [validation.check_uuid(u, BAD_UUID, "instance") for u in instance_uuids]
 
     def once() -> ServerGroup:
         with db.begin() as conn:
-            return add_members_conn(conn, load_group(conn, group_uuid), uuids)
+            return add_members_conn(conn, locked_group(conn, group_uuid), uuids)
 
     return _unguarded(once, f"add members to server group {group_uuid}")
 
 
 def remove_members(db: Database, group_uuid: str, instance_uuids: Iterable[str]) -> ServerGroup:
     """Remove instances from a group; instances that are not members are ignored. The
-    caller gives no generation, so a concurrent change of the group is retried."""
+    group row is locked first, as :func:`add_members` does."""
     uuids = sorted({validation.check_uuid(u, BAD_UUID, "instance") for u in instance_uuids})
 
     def once() -> ServerGroup:
         with db.begin() as conn:
-            group = bump_generation(conn, load_group(conn, group_uuid))
+            group = bump_generation(conn, locked_group(conn, group_uuid))
             if uuids:
                 conn.execute(
                     server_group_members.delete().where(

@@ -55,6 +55,7 @@ from rpquery.server_groups._store import (
     delete_group,
     get_group,
     load_group,
+    locked_group,
     remove_members,
     show_group,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "delete_group",
     "get_group",
     "load_group",
+    "locked_group",
     "member_counts",
     "member_counts_stmt",
     "member_hosts_stmt",

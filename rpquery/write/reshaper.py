@@ -46,7 +46,7 @@ ReshapeRequest(inventories={}, allocations=())
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,7 @@ __all__ = [
     "parse_reshape_body",
     "providers_select",
     "render_reshape_body",
+    "reshape_current",
     "reshape",
     "validate",
 ]
@@ -249,6 +250,42 @@ def reshape(
     """
     inv_map, batch = validate(inventories, allocations)
     write_path.run_with_retry(db, lambda conn: _reshape_on(conn, inv_map, batch))
+
+
+#: What :func:`reshape_current` asks the caller for: the reshape, built on the current
+#: generations (provider uuid -> generation) inside the transaction that holds them.
+Builder = Callable[
+    [Connection, Mapping[str, int]],
+    tuple[Mapping[str, ProviderInventories], Sequence[ConsumerAllocations]],
+]
+
+
+def reshape_current(db: Database, provider_uuids: Sequence[str], build: Builder) -> None:
+    """A reshape that cannot starve behind claimers: :func:`reshape` takes the
+    generations its caller read, and claims on those providers raise them meanwhile (a
+    reshape racing six claimers went through 1 time in 136 on PostgreSQL). Here one
+    transaction locks the rows of ``provider_uuids`` first (``SELECT ... FOR UPDATE``,
+    in id order as the write path takes them; SQLite's ``BEGIN IMMEDIATE``), reads their
+    generations, calls ``build(conn, generations)`` for the reshape and applies it:
+    claims queue behind it instead of invalidating it. A deadlock is retried
+    (:func:`rpquery.write.allocations.run_with_retry`). Same errors as :func:`reshape`.
+    """
+
+    uuids = sorted({check_uuid(u, BAD_BODY, "provider") for u in provider_uuids})
+    rp = resource_providers
+    lock = (
+        sa.select(rp.c.uuid, rp.c.generation)
+        .where(rp.c.uuid.in_(uuids))
+        .order_by(rp.c.id)
+        .with_for_update()
+    )
+
+    def once(conn: Connection) -> None:
+        current = {row.uuid: int(row.generation) for row in conn.execute(lock)}
+        inventories, allocations = build(conn, current)
+        _reshape_on(conn, *validate(inventories, allocations))
+
+    write_path.run_with_retry(db, once)
 
 
 def _reshape_on(
