@@ -284,6 +284,7 @@ def _api(check: Callable[..., Any], *args: Any) -> Any:
 def _api_cases() -> dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]]]:
     from rpquery.api import microversion
     from rpquery.api import query as api_query
+    from rpquery.api import util as api_util
     from rpquery.api.microversion import Version
 
     texts = st.lists(text, max_size=3)
@@ -311,6 +312,16 @@ def _api_cases() -> dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]
         "rpquery.api.query.check_in_tree": (
             lambda v: _api(api_query.check_in_tree, "in_tree", v),
             text,
+        ),
+        "rpquery.api.util.parse_json": (
+            lambda v: _api(api_util.parse_json, v),
+            st.one_of(
+                st.binary(max_size=200),
+                st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                st.text(max_size=50).map(lambda t: t.encode("utf-16")),
+                st.integers(0, 100_000).map(lambda n: b"[" * n),
+                st.integers(0, 60).map(lambda n: b'{"a":' * n + b"1" + b"}" * n),
+            ),
         ),
     }
 
