@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from rpquery.db import Database
 from rpquery.read.candidates import AllocationCandidates, allocation_candidates
 from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates._spread import spread
 from rpquery.read.request import CandidatesRequest, parse_candidates
 from rpquery.store.tables import resource_providers
 from tests import test_candidates_property as prop
@@ -104,11 +105,12 @@ def ordered(answer: AllocationCandidates) -> list[tuple[Any, ...]]:
 
 
 def assert_prefixes(db: Database, qs: str) -> int:
-    """``qs&limit=k`` is the first ``k`` candidates of ``qs`` (in order) with the
-    summaries of their trees, for every ``k`` up to one past the answer's size; returns
-    how many roots statements the limited requests ran in all."""
+    """``qs&limit=k`` is the first ``k`` candidates of ``qs`` in the order of limited
+    answers (round-robin over roots: :func:`~rpquery.read.candidates._spread.spread`)
+    with the summaries of their trees, for every ``k`` up to one past the answer's
+    size; returns how many roots statements the limited requests ran in all."""
     full = allocation_candidates(db, qs)
-    everything = ordered(full)
+    everything = spread(ordered(full), root_of=lambda c: c[0])
     assert everything, qs
     roots_statements: list[str] = []
 
@@ -305,10 +307,11 @@ def test_learnt_rates_are_bounded_and_only_the_oldest_goes() -> None:
 def test_the_largest_limit_is_a_limit_the_database_takes(walk: Database) -> None:
     """``limit=2147483647`` (the largest Placement takes): a batch's ``LIMIT`` is bound
     as a 32-bit integer on PostgreSQL, so it never goes past that (before: "integer out
-    of range"); the answer is the unlimited one."""
+    of range"); the answer is the unlimited one, in the order of limited answers."""
     for qs in ("resources=VCPU:1,MEMORY_MB:512", "resources=DISK_GB:10"):
         full = ordered(allocation_candidates(walk, qs))
-        assert ordered(allocation_candidates(walk, f"{qs}&limit=2147483647")) == full
+        most = ordered(allocation_candidates(walk, f"{qs}&limit=2147483647"))
+        assert most == spread(full, root_of=lambda c: c[0])
         random = CandidatesRequest(
             groups=parse_candidates(qs).groups, limit=2**31 - 1, randomize=True
         )

@@ -25,8 +25,9 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import chain, islice
 from operator import attrgetter
 from typing import Any
@@ -61,6 +62,15 @@ from rpquery.read.candidates._results import (
     ResourceSummary,
     paused_gc,
 )
+from rpquery.read.candidates._spread import (
+    DEFAULT_OPTIONS,
+    CandidateOptions,
+    SearchPlan,
+    Spread,
+    arrange,
+    search_plan,
+    shuffled,
+)
 from rpquery.read.candidates._search import (
     DEFAULT_MAX_STEPS,
     RawCandidate,
@@ -81,19 +91,26 @@ def allocation_candidates(
     *,
     policies: Sequence[HostPolicy] = (),
     max_search_steps: int | None = None,
+    options: CandidateOptions | None = None,
 ) -> AllocationCandidates:
     """Allocation candidates for ``request`` (typed, query string or multi-dict).
 
     The search may take at most ``max_search_steps`` steps (see :func:`search_budget`
     for the default); past it the request fails with ``TooComplex``
-    (``rpquery.candidates.too_complex``)."""
+    (``rpquery.candidates.too_complex``). ``options``: Placement's
+    ``[placement]`` candidate options (:class:`CandidateOptions`: random sample,
+    ``max_allocation_candidates``, generation strategy); by default none of them.
+    A limited answer takes the first candidate of each root before the second of any
+    (docs/read-path.md, *Order of limited answers and Placement's candidate
+    options*)."""
     req = as_candidates_request(request)
     budget = search_budget(db, max_search_steps)
+    opts = DEFAULT_OPTIONS if options is None else options
 
     def work(conn: Connection) -> AllocationCandidates:
         # gc: ~10^5 acyclic rows at whole-cloud scale
         with paused_gc(), dialects.unprepared(conn, repeats=small_cloud(conn)):
-            return _run(conn, req, policies, budget)
+            return _run(conn, req, policies, budget, opts)
 
     # autocommit: the statements need no common snapshot (at READ COMMITTED each has its
     # own anyway); a connection the server closed is found by the first statement, not
@@ -108,6 +125,7 @@ def allocation_candidates_json(
     policies: Sequence[HostPolicy] = (),
     max_search_steps: int | None = None,
     trait_key: Callable[[str], Any] | None = None,
+    options: CandidateOptions | None = None,
 ) -> bytes:
     """:func:`allocation_candidates`' answer as Placement 1.39's JSON body
     (:meth:`AllocationCandidates.to_placement_json`), the cyclic garbage collector
@@ -122,7 +140,7 @@ def allocation_candidates_json(
     """
     with paused_gc():
         answer = allocation_candidates(
-            db, request, policies=policies, max_search_steps=max_search_steps
+            db, request, policies=policies, max_search_steps=max_search_steps, options=options
         )
         body = answer.to_placement_json(trait_key=trait_key)
         del answer  # freed by reference counting, before the collector is back
@@ -165,14 +183,30 @@ def _run(
     req: CandidatesRequest,
     policies: Sequence[HostPolicy],
     budget: SearchBudget,
+    options: CandidateOptions = DEFAULT_OPTIONS,
 ) -> AllocationCandidates:
+    every_candidate = any(p.needs_all_candidates for p in policies)
+    how = search_plan(
+        req.limit, options, randomize=req.randomize, every_candidate=every_candidate
+    )
     names, sharing = fetch_names_sharing(conn, req)
-    push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
-    stop = req.limit if push_limit else None
+    # the search's own request: a bound of the plan's, random roots only in "random"
+    searched_req = req
+    if how.mode == "random" and not req.randomize:
+        searched_req = dataclasses.replace(req, randomize=True)
+    elif how.mode != "random" and (req.randomize or req.limit != how.target):
+        searched_req = dataclasses.replace(req, limit=None, randomize=False)
+    stop = how.target
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
     root_of: dict[int, int] = {}
-    plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req), cloud=conn.engine.url)
+    spreading = Spread(how.target, budget) if how.mode == "spread" and stop else None
+    key: Hashable = walk_key(conn, req)
+    if spreading is not None:
+        key = (key, "spread")  # roots per candidate-giving root, not per candidate
+    plan = Batches(
+        stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url
+    )
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write
@@ -182,14 +216,18 @@ def _run(
     # the root of every inventory, when one batch of every root read them all
     cloud_roots: Sequence[int] | None = None
     while batch is not None:
-        roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
+        roots = select_roots(conn, searched_req, names, policies, batch, sharing.rc_ids)
         searched = 0
         if roots.ids != []:
             loaded = load_groups(conn, req, names, roots, sharing, summary_rows=True, give_up=True)
             if loaded.hopeless:  # no candidate (and no tree of this batch to summarise)
-                batch = plan.next(batch, roots, len(found), len(loaded.anchors))
+                got = spreading.viable if spreading is not None else len(found)
+                batch = plan.next(batch, roots, got, len(loaded.anchors))
                 continue
-            searched = _collect(loaded, req, found, seen, budget, stop)
+            if spreading is not None:
+                searched = spreading.add(loaded)
+            else:
+                searched = _collect(loaded, searched_req, found, seen, budget, stop)
             root_of.update(loaded.data.root_of)
             if inventory is not None and loaded.inventory is not None:
                 for column, more in zip(inventory, loaded.inventory, strict=True):
@@ -198,8 +236,13 @@ def _run(
                     cloud_roots = loaded.inventory_roots
             else:
                 inventory = None
-        batch = plan.next(batch, roots, len(found), searched)
-    chosen = _apply_policies(conn, found, policies, req)
+        got = spreading.viable if spreading is not None else len(found)
+        batch = plan.next(batch, roots, got, searched)
+    if spreading is not None:
+        found = spreading.answer()
+    elif how.mode == "depth" and stop is not None:
+        del found[stop:]
+    chosen = _apply_policies(conn, found, policies, req, how)
     return _summarise(conn, chosen, names, root_of, inventory, cloud_roots)
 
 
@@ -297,12 +340,17 @@ def _apply_policies(
     found: list[RawCandidate],
     policies: Sequence[HostPolicy],
     req: CandidatesRequest,
+    how: SearchPlan | None = None,
 ) -> list[RawCandidate]:
-    """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), then ``limit``."""
-    if not policies and not req.randomize:  # keep_and_weigh would keep all, in order
-        return found[: req.limit] if req.limit is not None else found
-    out = keep_and_weigh(conn, found, _root_id, policies, shuffle=req.randomize)
-    return out[: req.limit] if req.limit is not None else out
+    """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), shuffled
+    first when the plan says so, then ``limit`` in the order of limited answers
+    (:func:`~._spread.arrange`: round-robin over roots)."""
+    shuffle = how.shuffle if how is not None else req.randomize
+    if policies:
+        found = keep_and_weigh(conn, found, _root_id, policies, shuffle=shuffle)
+    elif shuffle:
+        found = shuffled(found)
+    return arrange(found, req.limit)
 
 
 _root_id = attrgetter("root_id")
@@ -400,6 +448,7 @@ def candidate_statements(
 __all__ = [
     "AllocationCandidates",
     "AllocationRequest",
+    "CandidateOptions",
     "ProviderSummary",
     "ResourceSummary",
     "allocation_candidates",
