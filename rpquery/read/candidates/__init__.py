@@ -25,7 +25,6 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import chain, islice
@@ -62,15 +61,6 @@ from rpquery.read.candidates._results import (
     ResourceSummary,
     paused_gc,
 )
-from rpquery.read.candidates._spread import (
-    DEFAULT_OPTIONS,
-    CandidateOptions,
-    SearchPlan,
-    Spread,
-    arrange,
-    search_plan,
-    shuffled,
-)
 from rpquery.read.candidates._search import (
     DEFAULT_MAX_STEPS,
     RawCandidate,
@@ -80,6 +70,16 @@ from rpquery.read.candidates._search import (
     plain_prefix,
     plan_slots,
     search_anchor,
+)
+from rpquery.read.candidates._spread import (
+    DEFAULT_OPTIONS,
+    CandidateOptions,
+    SearchPlan,
+    Spread,
+    arrange,
+    search_plan,
+    searched_request,
+    shuffled,
 )
 from rpquery.read.request import CandidatesRequest, Params, as_candidates_request
 from rpquery.store import dialects
@@ -186,27 +186,18 @@ def _run(
     options: CandidateOptions = DEFAULT_OPTIONS,
 ) -> AllocationCandidates:
     every_candidate = any(p.needs_all_candidates for p in policies)
-    how = search_plan(
-        req.limit, options, randomize=req.randomize, every_candidate=every_candidate
-    )
+    how = search_plan(req.limit, options, randomize=req.randomize, every_candidate=every_candidate)
     names, sharing = fetch_names_sharing(conn, req)
-    # the search's own request: a bound of the plan's, random roots only in "random"
-    searched_req = req
-    if how.mode == "random" and not req.randomize:
-        searched_req = dataclasses.replace(req, randomize=True)
-    elif how.mode != "random" and (req.randomize or req.limit != how.target):
-        searched_req = dataclasses.replace(req, limit=None, randomize=False)
+    searched_req = searched_request(req, how)
     stop = how.target
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
     root_of: dict[int, int] = {}
-    spreading = Spread(how.target, budget) if how.mode == "spread" and stop else None
+    spreading = Spread(stop, budget) if how.mode == "spread" and stop else None
     key: Hashable = walk_key(conn, req)
     if spreading is not None:
         key = (key, "spread")  # roots per candidate-giving root, not per candidate
-    plan = Batches(
-        stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url
-    )
+    plan = Batches(stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url)
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write

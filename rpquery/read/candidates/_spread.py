@@ -19,6 +19,7 @@ runs under them.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from rpquery.read.candidates._search import (
 
 if TYPE_CHECKING:
     from rpquery.read.candidates._execute import Loaded
+    from rpquery.read.request import CandidatesRequest
 
 T = TypeVar("T")
 
@@ -63,10 +65,10 @@ class CandidateOptions:
 
     >>> CandidateOptions(max_candidates=100, strategy="breadth-first").cap
     100
-    >>> CandidateOptions(strategy="sideways")
+    >>> CandidateOptions(strategy="sideways")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    rpquery.errors.InvalidRequest: strategy must be 'depth-first' or 'breadth-first', not 'sideways'
+    rpquery.errors.InvalidRequest: strategy must be 'depth-first' or 'breadth-first', not ...
     """
 
     randomize: bool = False
@@ -150,6 +152,17 @@ def search_plan(
     return SearchPlan("spread", bound, shuffle)
 
 
+def searched_request(req: CandidatesRequest, how: SearchPlan) -> CandidatesRequest:
+    """The request the batches and the search see under ``how``: random roots only
+    in the ``"random"`` mode; elsewhere no ``limit`` of the request's own (the plan's
+    ``target`` bounds the search) and no random roots."""
+    if how.mode == "random":
+        return req if req.randomize else dataclasses.replace(req, randomize=True)
+    if req.randomize or req.limit != how.target:
+        return dataclasses.replace(req, limit=None, randomize=False)
+    return req
+
+
 _root_id = attrgetter("root_id")
 
 
@@ -172,7 +185,9 @@ def spread(items: Sequence[T], root_of: Callable[[T], int] = _root_id) -> list[T
     return out
 
 
-def arrange(items: Sequence[T], limit: int | None, root_of: Callable[[T], int] = _root_id) -> list[T]:
+def arrange(
+    items: Sequence[T], limit: int | None, root_of: Callable[[T], int] = _root_id
+) -> list[T]:
     """A limited answer's order (:func:`spread`), cut at ``limit``; an unlimited
     answer as it is."""
     if limit is None:
