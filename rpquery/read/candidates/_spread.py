@@ -32,7 +32,6 @@ from rpquery.read.candidates._search import (
     RawCandidate,
     SearchBudget,
     is_plain,
-    plain_prefix,
     plan_slots,
     search_anchor,
 )
@@ -231,33 +230,45 @@ class Spread:
         shared = loaded.sharing_ids
         allocating = [j for j, slot in enumerate(slots) if slot.rc_amounts]
         plan = plan_slots(slots, rules)
-        plain = not shared and is_plain(plan, rules)
-        per_slot = [slot.choices for slot in slots]
+        if not shared and is_plain(plan, rules):
+            return self._add_plain(loaded)
         for searched, root in enumerate(loaded.anchors, 1):
-            if plain:
-                lists = [choices.get(root) for choices in per_slot]
-                if not all(lists):  # a slot nobody can fill
-                    continue
-                first = plain_prefix(root, slots, lists, 1, self.budget)  # type: ignore[arg-type]
-                if first is None:  # over the budget: the walk raises where it goes over
-                    walk = search_anchor(root, slots, data, rules, plan, self.budget)
-                    first = list(islice(walk, 1))
-                    rest: Iterator[RawCandidate] = walk
-                else:
-                    rest = _later(loaded, root, self.budget)
-            else:
-                walk = self._unseen(
-                    search_anchor(root, slots, data, rules, plan, self.budget),
-                    shared,
-                    allocating,
-                )
-                first = list(islice(walk, 1))
-                rest = walk
-            if not first:
+            walk = self._unseen(
+                search_anchor(root, slots, data, rules, plan, self.budget), shared, allocating
+            )
+            first = next(walk, None)
+            if first is None:
                 continue
-            self.firsts.append(first[0])
-            self.rests.append(rest)
+            self.firsts.append(first)
+            self.rests.append(walk)
             if len(self.firsts) >= self.target:
+                return searched
+        return len(loaded.anchors)
+
+    def _add_plain(self, loaded: Loaded) -> int:
+        """:meth:`add` of a plain walk (:func:`is_plain`, no sharing provider): an
+        anchor's first candidate is the product's first tuple, the first choice of
+        each slot, with the steps the walk takes to yield it (two per slot, checked as
+        :func:`plain_prefix` does); the later ones are walked only when asked for."""
+        slots = loaded.slots
+        per_slot = [slot.choices for slot in slots]
+        budget = self.budget
+        n = len(slots)
+        firsts, rests, target = self.firsts, self.rests, self.target
+        for searched, root in enumerate(loaded.anchors, 1):
+            lists = [choices.get(root) for choices in per_slot]
+            if not all(lists):  # a slot nobody can fill
+                continue
+            if budget.steps + n > budget.max_steps:  # the walk raises where it goes over
+                walk = _later(loaded, root, budget, skip=0)
+                first = next(walk)
+            else:
+                budget.steps += 2 * n
+                first = RawCandidate(root, tuple([c[0] for c in lists]), slots)  # type: ignore[index]
+                walk = _later(loaded, root, budget)
+            firsts.append(first)
+            rests.append(walk)
+            if len(firsts) >= target:
                 return searched
         return len(loaded.anchors)
 
@@ -292,9 +303,10 @@ class Spread:
         return out
 
 
-def _later(loaded: Loaded, root: int, budget: SearchBudget) -> Iterator[RawCandidate]:
-    """A plain anchor's candidates after its first, walked only when asked for."""
+def _later(
+    loaded: Loaded, root: int, budget: SearchBudget, skip: int = 1
+) -> Iterator[RawCandidate]:
+    """A plain anchor's candidates after its first ``skip``, walked only when asked for."""
     plan = plan_slots(loaded.slots, loaded.rules)
     walk = search_anchor(root, loaded.slots, loaded.data, loaded.rules, plan, budget)
-    next(walk, None)
-    yield from walk
+    yield from islice(walk, skip, None)
