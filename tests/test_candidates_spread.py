@@ -25,7 +25,7 @@ from benchmarks import side_by_side
 from rpquery.db import Database
 from rpquery.errors import InvalidRequest
 from rpquery.read.candidates import CandidateOptions, allocation_candidates
-from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates import _batches as bt
 from rpquery.read.candidates._spread import arrange, search_plan, spread
 from rpquery.read.request import CandidatesRequest
 from tests import test_candidates_property as prop
@@ -256,7 +256,7 @@ def test_limit_reads_only_a_batch_of_trees(db: Database, monkeypatch: pytest.Mon
     """The round-robin order keeps the early stop: ``limit=3`` on 60 hosts (walked in
     batches, as a large cloud is) asks for one batch of ``limit + 10`` roots, not
     every root, and summarises 3 trees."""
-    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
+    monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)
     _flat_hosts(db, 60)
     limits: list[int] = []
 
