@@ -535,3 +535,30 @@ def test_a_url_copied_from_placement_logs_works(cli: Invoke) -> None:
     encoded = cli("candidates", "resources=VCPU%3A1&required=%21CUSTOM_GPU&limit=1", "--json")
     assert encoded.exit_code == 0, encoded.output
     assert len(json.loads(encoded.stdout)["allocation_requests"]) == 1
+
+
+def test_candidates_options_on_the_command_line(cli: Invoke) -> None:
+    """``--max-candidates`` / ``--strategy`` / ``--random``: Placement's candidate
+    options (``CandidateOptions``); a strategy Placement does not know is refused."""
+    qs = "resources=VCPU:1,MEMORY_MB:512"
+    every = cli("candidates", qs, "-f", "value", "-c", "host").output.split()
+    assert len(every) > 8
+    breadth = cli(
+        "candidates",
+        qs,
+        "--max-candidates",
+        "6",
+        "--strategy",
+        "breadth-first",
+        "-f",
+        "value",
+        "-c",
+        "host",
+    ).output.split()
+    assert len(breadth) == 6 and len(set(breadth)) == 6
+    depth = cli("candidates", qs, "--max-candidates", "6", "-f", "value", "-c", "host")
+    assert len(depth.output.split()) == 6 and set(depth.output.split()) <= set(every)
+    sample = cli("candidates", f"{qs}&limit=3", "--random", "-f", "value", "-c", "host")
+    assert len(set(sample.output.split())) == 3 and set(sample.output.split()) <= set(every)
+    bad = CliRunner().invoke(main, ["candidates", qs, "--strategy", "wide"])
+    assert bad.exit_code == 2 and "'wide' is not one of" in bad.output
