@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from typing import Any
 
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-placement", action="store_true")
+    parser.add_argument("--rounds", type=int, default=5, help="rpquery's timed calls")
     args = parser.parse_args(argv)
     urls, missing = available_backends(tuple(args.backends.split(",")))
     for backend, reason in missing.items():
@@ -69,36 +71,49 @@ def main(argv: list[str] | None = None) -> int:
             )
             paths = [(qs, k) for qs in REQUESTS for k in (*LIMITS, None)]
             ours = {}
+            took: dict[tuple[str, int | None], float] = {}
             for qs, k in paths:
                 query = qs if k is None else f"{qs}&limit={k}"
                 ours[(qs, k)] = json.loads(allocation_candidates_json(db, query))
+                times = []
+                for _ in range(args.rounds):
+                    started = time.perf_counter()
+                    allocation_candidates_json(db, query)
+                    times.append(time.perf_counter() - started)
+                took[(qs, k)] = statistics.median(times) * 1000
             theirs: dict[tuple[str, int | None], Any] = {}
+            their_ms: dict[tuple[str, int | None], float] = {}
             if ask_placement:
                 url = db.url
                 if url.get_backend_name() == "postgresql":  # Placement 16.0 needs psycopg 2
                     url = url.set(drivername="postgresql+psycopg2")
                 limited = [(qs, k) for qs, k in paths if k is not None]
                 asked = [
-                    {"name": str(i), "path": f"/allocation_candidates?{qs}&limit={k}", "rounds": 0}
+                    {"name": str(i), "path": f"/allocation_candidates?{qs}&limit={k}", "rounds": 1}
                     for i, (qs, k) in enumerate(limited)
                 ]
                 answers = side_by_side.run_driver(url.render_as_string(hide_password=False), asked)
                 for i, key in enumerate(limited):
                     answer = answers[str(i)]
                     theirs[key] = answer["body"] if answer["status"] == 200 else None
+                    their_ms[key] = answer["times"][0] * 1000
             print(
-                "\n| request | limit | candidates (all) | hosts with one (all) "
-                "| rpquery: hosts | Placement: hosts |"
+                "\n| request | limit | candidates (all) | hosts with one (all) | rpquery: hosts "
+                f"| Placement: hosts | rpquery ms (library, median of {args.rounds}) "
+                "| Placement ms (WSGI, one call) |"
             )
-            print("|---|---:|---:|---:|---:|---:|")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
             for qs in REQUESTS:
                 full = ours[(qs, None)]
                 for k in LIMITS:
                     other = theirs.get((qs, k))
+                    placement_ms = their_ms.get((qs, k))
                     print(
                         f"| `{qs}` | {k} | {len(full['allocation_requests'])} | {hosts(full)} "
-                        f"| {hosts(ours[(qs, k)])} | "
-                        f"{hosts(other) if other is not None else '-'} |"
+                        f"| {hosts(ours[(qs, k)])} "
+                        f"| {hosts(other) if other is not None else '-'} "
+                        f"| {took[(qs, k)]:.1f} "
+                        f"| {'-' if placement_ms is None else f'{placement_ms:.0f}'} |"
                     )
     return 0
 
