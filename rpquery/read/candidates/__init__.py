@@ -13,12 +13,15 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
    policy needing every host, a batch of roots in id order, ``ORDER BY``/``LIMIT``, so
    only a batch of trees is looked at; steps 2-4 run again for the next batch until
-   ``limit`` candidates are found: :class:`~rpquery.read.candidates._batches.Batches`;
+   ``limit`` roots gave a candidate (``limit`` candidates under a depth-first
+   ``max_candidates``): :class:`~rpquery.read.candidates._batches.Batches`;
    on a cloud of at most ``Batches.ONE_BATCH`` roots, one batch of every root);
 3. one statement per request group with capacity, usage, traits and aggregates
    (:mod:`rpquery.read.candidates._sql`);
 4. the pruning search (:mod:`rpquery.read.candidates._search`, lazy, under a step budget:
-   :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``;
+   :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``,
+   round-robin over the roots (:mod:`rpquery.read.candidates._spread`, which also
+   holds Placement's candidate options);
 5. provider summaries for the trees the returned candidates allocate from (one
    statement for at most ``SUMMARY_SMALL`` trees, else two or three).
 """
