@@ -356,3 +356,41 @@ def test_spread_keeps_each_roots_order() -> None:
         (1, 5),
         (3, 3),
     ]
+
+
+def test_the_api_serves_placement_conf_options(db: Database, tmp_path: Any) -> None:
+    """``placement.conf``'s three options reach ``GET /allocation_candidates`` through
+    ``Settings.candidate_options`` and ``make_app`` (as ``build_app`` passes them):
+    the bound, both strategies, and the pre-1.34 body (its own code path) too."""
+    from rpquery.api import config, make_app
+    from tests.api_client import WsgiClient
+
+    _flat_hosts(db, 4)  # two candidates per host
+
+    def ask(conf: str, path: str, version: str = "1.39") -> list[set[str]]:
+        file = tmp_path / "placement.conf"
+        file.write_text("[api]\nauth_strategy = noauth2\n[placement]\n" + conf)
+        options = config.load([str(file)]).candidate_options
+        app = WsgiClient(make_app(db, auth="none", candidate_options=options))
+        got = app.simulate_get(
+            path,
+            headers={"x-auth-token": "admin", "openstack-api-version": f"placement {version}"},
+        )
+        assert got.status_code == 200, got.text
+        body = got.json
+        summaries = body["provider_summaries"]
+        requests = body["allocation_requests"]
+        if isinstance(requests[0]["allocations"], list):  # before 1.12
+            return [{a["resource_provider"]["uuid"] for a in r["allocations"]} for r in requests]
+        return [{summaries[rp]["root_provider_uuid"] for rp in r["allocations"]} for r in requests]
+
+    path = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:512"
+    assert len(ask("", path)) == 8
+    depth = ask("max_allocation_candidates = 4\n", path)
+    assert len(depth) == 4 and len(set().union(*depth)) == 2  # two whole trees
+    breadth = "max_allocation_candidates = 4\nallocation_candidates_generation_strategy = "
+    wide = ask(breadth + "breadth-first\n", path)
+    assert len(wide) == 4 and len(set().union(*wide)) == 4
+    assert len(ask("max_allocation_candidates = 3\n", path, version="1.33")) == 3
+    sampled = ask("randomize_allocation_candidates = true\n", path + "&limit=3")
+    assert len(sampled) == 3 and len(set().union(*sampled)) == 3
