@@ -349,6 +349,7 @@ def _apply_policies(
 
 
 _root_id = attrgetter("root_id")
+_root_uuid = attrgetter("root_uuid")
 _picks = attrgetter("picks")
 
 
@@ -404,8 +405,9 @@ def _summarise(
 def exclude_nested(answer: AllocationCandidates, limit: int | None = None) -> AllocationCandidates:
     """The answer as Placement gives it before microversion 1.29, blind to nested
     trees: only allocation requests taking from at most one provider per tree, then
-    ``limit``, and only the summaries of providers those requests use. Run the search
-    without a limit first (the limit applies after this filter). Call it only when the
+    ``limit`` (round-robin over roots, as any limited answer), and only the summaries
+    of providers those requests use. Run the search without a limit first (the limit
+    applies after this filter). Call it only when the
     cloud has nested providers (:func:`rpquery.write.providers.has_nested`): Placement leaves
     a flat cloud's answer alone.
 
@@ -418,8 +420,8 @@ def exclude_nested(answer: AllocationCandidates, limit: int | None = None) -> Al
         for ar in answer.allocation_requests
         if len({summaries[rp].root_uuid for rp in ar.allocations}) == len(ar.allocations)
     ]
-    if limit is not None:
-        kept = kept[:limit]
+    if limit is not None:  # the order of limited answers: round-robin over roots
+        kept = arrange(kept, limit, root_of=_root_uuid)
     used = {rp for ar in kept for rp in ar.allocations}
     return AllocationCandidates(kept, {u: s for u, s in summaries.items() if u in used})
 
