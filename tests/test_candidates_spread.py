@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any
 
 import pytest
@@ -33,11 +34,13 @@ from tests.conftest import ALL_BACKENDS, IN_CI
 from tests.differential.cloud import SHARING, make_cloud, write_requests
 from tests.differential.placement import Placement
 from tests.differential.queries import Query, make_queries
-from tests.differential.run import origin_of, prepare
+from tests.differential.run import origin_of, parse_seeds, prepare
 from tests.factories import provider
 
 READY, WHY = side_by_side.available()
-SEEDS = (1, 2)
+#: Clouds compared with Placement in ``make test`` (one: seconds per backend);
+#: ``RPQUERY_SPREAD_SEEDS=1-6`` compares more
+SEEDS = tuple(parse_seeds(os.environ.get("RPQUERY_SPREAD_SEEDS", "1")))
 LIMITS = (1, 2, 3, 5, 8)
 
 
@@ -137,7 +140,7 @@ def test_limited_answers_cover_as_many_hosts_as_placement(backend: str, database
                 compared += 1
         finally:
             db.dispose()
-    assert compared > 50
+    assert compared > 25 * len(SEEDS)
 
 
 def _depth_first(answer: dict[str, Any], full: dict[str, Any]) -> bool:
@@ -220,7 +223,7 @@ def test_each_option_as_placement_with_that_option(backend: str, database_url) -
                     checked += 1
         finally:
             db.dispose()
-    assert checked > 100
+    assert checked > 50 * len(SEEDS)
 
 
 def _flat_hosts(db: Database, n: int) -> None:
@@ -302,7 +305,7 @@ def test_random_clouds_limited_answers_are_subsets(
 ) -> None:
     """Random clouds and requests (``tests/test_candidates_property.py``'s), random
     ``limit`` and options: the answer is a subset of the unlimited one, of
-    ``min(limit, max, total)`` candidates; without ``max`` it covers
+    ``min(limit, max, total)`` candidates; without ``max`` it covers at least
     ``min(limit, anchors)`` anchors, the most an answer of its size can."""
     db = request.getfixturevalue("_migrated")(backend)
 
@@ -327,23 +330,29 @@ def test_random_clouds_limited_answers_are_subsets(
             full = allocation_candidates(db, req).allocation_requests
         except InvalidRequest:
             return
-        every = {repr(ar) for ar in full}
+        every = {key(ar) for ar in full}
         options = CandidateOptions(max_candidates=cap, strategy=strategy)
         got = allocation_candidates(db, dataclasses.replace(req, limit=limit), options=options)
-        picked = [repr(ar) for ar in got.allocation_requests]
+        picked = [key(ar) for ar in got.allocation_requests]
         assert set(picked) <= every and len(set(picked)) == len(picked)
         bound = limit if cap < 0 else min(limit, max(cap, 1))
         assert len(picked) == min(bound, len(every))
-        if cap < 0:
+        if cap < 0:  # (a candidate of sharing providers alone may come from another
+            # anchor than in the unlimited answer: at least as many anchors, not equal)
             anchors = {ar.root_uuid for ar in full}
-            assert len({ar.root_uuid for ar in got.allocation_requests}) == min(
-                limit, len(anchors)
-            )
+            got_anchors = {ar.root_uuid for ar in got.allocation_requests}
+            assert min(limit, len(anchors)) <= len(got_anchors) <= limit
         # the unlimited answer under the options: a subset too, in strategy order
         capped = allocation_candidates(db, req, options=options).allocation_requests
-        assert {repr(ar) for ar in capped} <= every
+        assert {key(ar) for ar in capped} <= every
 
     check()
+
+
+def key(ar: Any) -> str:
+    """An allocation request as Placement's JSON (no anchor: a candidate of sharing
+    providers alone is the same whichever anchor reached it first)."""
+    return json.dumps(ar.to_placement(), sort_keys=True)
 
 
 def test_spread_keeps_each_roots_order() -> None:
