@@ -214,8 +214,9 @@ class Spread:
         self.target = target
         self.budget = budget
         self.firsts: list[RawCandidate] = []
-        #: each anchor's later candidates, lazily (same order as ``firsts``)
-        self.rests: list[Iterator[RawCandidate]] = []
+        #: each anchor's later candidates, lazily (same order as ``firsts``): a walk
+        #: under way, or the batch a plain anchor's walk starts from when asked for
+        self.rests: list[Iterator[RawCandidate] | tuple[Loaded]] = []
         self.seen: set[tuple[object, ...]] = set()
 
     @property
@@ -255,21 +256,22 @@ class Spread:
         budget = self.budget
         n = len(slots)
         firsts, rests, target = self.firsts, self.rests, self.target
+        later = (loaded,)  # the later candidates: walked from ``loaded`` when asked for
         for searched, root in enumerate(loaded.anchors, 1):
-            lists = [choices.get(root) for choices in per_slot]
-            if not all(lists):  # a slot nobody can fill
-                continue
-            if budget.steps + n > budget.max_steps:  # the walk raises where it goes over
-                walk = _later(loaded, root, budget, skip=0)
-                first = next(walk)
+            picks = []
+            for choices in per_slot:
+                these = choices.get(root)
+                if not these:  # a slot nobody can fill
+                    break
+                picks.append(these[0])
             else:
+                if budget.steps + n > budget.max_steps:  # the walk raises where it goes over
+                    next(_later(loaded, root, budget, skip=0))
                 budget.steps += 2 * n
-                first = RawCandidate(root, tuple([c[0] for c in lists]), slots)  # type: ignore[index]
-                walk = _later(loaded, root, budget)
-            firsts.append(first)
-            rests.append(walk)
-            if len(firsts) >= target:
-                return searched
+                firsts.append(RawCandidate(root, tuple(picks), slots))
+                rests.append(later)
+                if len(firsts) >= target:
+                    return searched
         return len(loaded.anchors)
 
     def _unseen(
@@ -288,7 +290,10 @@ class Spread:
         out = self.firsts[: self.target]
         if len(out) >= self.target:
             return out
-        live = list(self.rests)
+        live = [
+            _later(rest[0], first.root_id, self.budget) if isinstance(rest, tuple) else rest
+            for first, rest in zip(self.firsts, self.rests, strict=True)
+        ]
         while live and len(out) < self.target:
             still: list[Iterator[RawCandidate]] = []
             for walk in live:
