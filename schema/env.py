@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
+from sqlalchemy.engine import Connection
 
 from rpquery.store.migrations import VERSION_TABLE, include_object
 from rpquery.store.tables import metadata
@@ -17,7 +18,7 @@ from rpquery.store.tables import metadata
 config = context.config
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
