@@ -104,7 +104,7 @@ def _expected(trees: dict[str, Ref]) -> dict[str, ProviderSummary]:
 @pytest.fixture(params=["small", "big"])
 def answer_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Summaries read as a small answer's (one statement,
-    :func:`~rpquery.read.candidates._sql.summary_small_stmt`) or as a big one's."""
+    :func:`~rpquery.read.candidates._summary_sql.summary_small_stmt`) or as a big one's."""
     if request.param == "big":
         monkeypatch.setattr(sm, "SUMMARY_SMALL", 0)
     return str(request.param)
