@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -243,7 +242,9 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
     lines = []
     top = max((r["clients"] for r in records), default=0)
     for backend in sorted({r["backend"] for r in records}):
-        cells = {r["server"]: r for r in records if r["backend"] == backend and r["clients"] == top}
+        cells = {
+            r["server"]: r for r in records if (r["backend"], r["clients"]) == (backend, top)
+        }
         ours, theirs = cells.get("rpquery"), cells.get("placement")
         if ours is None:
             continue
@@ -259,7 +260,9 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
             p50, p99 = ours.get(f"{kind}_p50_ms"), ours.get(f"{kind}_p99_ms")
             if p50 and p99:
                 met = "met" if p99 <= TARGET_TAIL * p50 else "MISSED"
-                tails.append(f"{kind.upper()} p99 {p99} ms = {p99 / p50:.1f}× p50 {p50} ms ({met})")
+                tails.append(
+                    f"{kind.upper()} p99 {p99} ms = {p99 / p50:.1f}× p50 {p50} ms ({met})"
+                )
         lines.append(line + "; " + ", ".join(tails) + f" (≤ {TARGET_TAIL:g}× p50)")
     return lines
 
