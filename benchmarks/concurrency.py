@@ -135,6 +135,7 @@ def cell(
     lock = threading.Lock()
     start = threading.Event()
     ends = [0.0]
+    loops = [0] * clients
 
     def client(seed: int) -> None:
         rng = random.Random(seed)
@@ -158,6 +159,7 @@ def cell(
                         samples[kind].append((began, done))
                         key = f"{kind} {status}"
                         statuses[key] = statuses.get(key, 0) + 1
+                loops[seed] += 1
                 if time.perf_counter() >= ends[0]:
                     break
         finally:
@@ -178,6 +180,8 @@ def cell(
         "wall_s": round(time.perf_counter() - began, 1),
         "loadavg_1m": f"{load:.1f} → {os.getloadavg()[0]:.1f}",
         "statuses": dict(sorted(statuses.items())),
+        # how evenly the server shared itself: loops (GET + PUT) per client
+        "loops_min_max": [min(loops), max(loops)],
     }
     within = 0
     for kind, pairs in samples.items():
@@ -242,9 +246,7 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
     lines = []
     top = max((r["clients"] for r in records), default=0)
     for backend in sorted({r["backend"] for r in records}):
-        cells = {
-            r["server"]: r for r in records if (r["backend"], r["clients"]) == (backend, top)
-        }
+        cells = {r["server"]: r for r in records if (r["backend"], r["clients"]) == (backend, top)}
         ours, theirs = cells.get("rpquery"), cells.get("placement")
         if ours is None:
             continue
