@@ -50,6 +50,8 @@ SCENARIOS = (
     "candidates_forbidden_trait",
     "providers_required_forbidden",
     "usages_by_consumer_type",
+    "candidates_sharing_disk",
+    "candidates_sriov_isolate",
 )
 LIMIT10 = SCENARIOS[0]
 MICROVERSION = "placement 1.39"
