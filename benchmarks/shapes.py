@@ -145,14 +145,14 @@ def _percentile(values: list[float], p: float) -> float:
 
 class _Compiles:
     """Counts statements SQLAlchemy had to compile (a compiled-cache miss) and parts the
-    read path compiled (:mod:`rpquery.read.candidates._texts`: a statement's head or
+    read path compiled (:mod:`rpquery.store._texts`: a statement's head or
     one of its clauses seen for the first time): a first ask that compiled nothing
     met only parts seen before, whatever its values and however they combine."""
 
     def __init__(self, db: Any) -> None:
         from sqlalchemy import event
 
-        from rpquery.read.candidates import _texts
+        from rpquery.store import _texts
 
         self.cache_misses = 0
         self.engine = db.engine

@@ -74,10 +74,13 @@ class _Clock:
 def _instrumented(db: Any) -> Iterator[_Clock]:
     import sqlalchemy as sa
 
-    from rpquery.read.candidates import _execute
+    from rpquery.read.candidates import _batches, _execute, _summaries
+    from rpquery.store import runner
 
+    # every module that calls driver_rows by its own name
+    callers = (_batches, _execute, _summaries, runner)
     clock = _Clock()
-    plain = _execute.driver_rows
+    plain = runner.driver_rows
 
     def timed_rows(
         conn: Any, stmt: Any, params: dict[str, Any], *, prepare: bool = False
@@ -96,11 +99,13 @@ def _instrumented(db: Any) -> Iterator[_Clock]:
 
     sa.event.listen(db.engine, "before_cursor_execute", clock.start)
     sa.event.listen(db.engine, "after_cursor_execute", clock.stop)
-    _execute.driver_rows = timed_rows  # type: ignore[assignment]
+    for module in callers:
+        module.driver_rows = timed_rows  # type: ignore[attr-defined]
     try:
         yield clock
     finally:
-        _execute.driver_rows = plain  # type: ignore[assignment]
+        for module in callers:
+            module.driver_rows = plain  # type: ignore[attr-defined]
         sa.event.remove(db.engine, "before_cursor_execute", clock.start)
         sa.event.remove(db.engine, "after_cursor_execute", clock.stop)
 

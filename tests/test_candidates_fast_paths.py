@@ -32,17 +32,11 @@ from hypothesis import strategies as st
 from rpquery.db import Database, reading
 from rpquery.errors import TooComplex
 from rpquery.read.candidates import _collect, _render, allocation_candidates
-from rpquery.read.candidates._execute import (
-    Batch,
-    Loaded,
-    fetch_names,
-    fetch_sharing,
-    fetch_summaries,
-    load_groups,
-    select_roots,
-)
+from rpquery.read.candidates._batches import Batch, select_roots
+from rpquery.read.candidates._execute import Loaded, fetch_names, fetch_sharing, load_groups
 from rpquery.read.candidates._render import _laid_out_json, requests_json
 from rpquery.read.candidates._search import SearchBudget
+from rpquery.read.candidates._summaries import fetch_summaries
 from rpquery.read.request import CandidatesRequest, parse_candidates
 from rpquery.store import dialects
 from tests.conftest import IN_CI

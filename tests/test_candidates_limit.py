@@ -25,8 +25,10 @@ from hypothesis import strategies as st
 
 from rpquery.db import Database
 from rpquery.read.candidates import AllocationCandidates, allocation_candidates
+from rpquery.read.candidates import _batches as bt
 from rpquery.read.candidates import _execute as ex
 from rpquery.read.request import CandidatesRequest, parse_candidates
+from rpquery.store import runner
 from rpquery.store.tables import resource_providers
 from tests import test_candidates_property as prop
 from tests.factories import Ref, allocate, provider
@@ -37,7 +39,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> None:
     """These small clouds are walked batch by batch, as a big cloud is (not read in one
     batch: :attr:`~rpquery.read.candidates._execute.Batches.ONE_BATCH`), except in the
     tests of that rule."""
-    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
+    monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)
 
 
 AGG = "a1000000-0000-4000-8000-000000000001"
@@ -188,30 +190,30 @@ def test_a_learnt_first_batch_too_small_for_a_fuller_cloud(walk: Database) -> No
 def test_batches_are_sized_from_candidates_per_root() -> None:
     """Nothing found: four times the last batch; else what the missing candidates need
     at the rate seen so far, plus 25 % and 10; a learnt rate sizes the first batch."""
-    b = ex.Batches(5, randomize=False, key=("test", 1))
+    b = bt.Batches(5, randomize=False, key=("test", 1))
     first = b.first()
-    assert first == ex.Batch(15, walk=True)
-    nothing = ex.Roots(list(range(1, 16)), None, {}, exhausted=False)
+    assert first == bt.Batch(15, walk=True)
+    nothing = bt.Roots(list(range(1, 16)), None, {}, exhausted=False)
     second = b.next(first, nothing, 0, 15)
-    assert second == ex.Batch(60, walk=True, after=15)
-    some = ex.Roots(list(range(16, 76)), None, {}, exhausted=False)
-    assert b.next(second, some, 3, 60) == ex.Batch(
+    assert second == bt.Batch(60, walk=True, after=15)
+    some = bt.Roots(list(range(16, 76)), None, {}, exhausted=False)
+    assert b.next(second, some, 3, 60) == bt.Batch(
         10 + int(2 * 75 / 3 * 1.25), walk=True, after=75
     )
-    done = ex.Roots([80, 81], None, {}, exhausted=False)
-    assert b.next(ex.Batch(60, walk=True, after=75), done, 5, 2) is None
+    done = bt.Roots([80, 81], None, {}, exhausted=False)
+    assert b.next(bt.Batch(60, walk=True, after=75), done, 5, 2) is None
     # 5 candidates of 77 roots: 81 roots needed, at most four times the limit
-    assert ex.Batches(5, randomize=False, key=("test", 1)).first() == ex.Batch(30, walk=True)
-    assert ex.Batches(50, randomize=False, key=("test", 1)).first() == ex.Batch(210, walk=True)
-    b = ex.Batches(100, randomize=False, key=("test", 2))
-    assert b.next(b.first(), ex.Roots(list(range(110)), None, {}, False), 100, 40) is None
+    assert bt.Batches(5, randomize=False, key=("test", 1)).first() == bt.Batch(30, walk=True)
+    assert bt.Batches(50, randomize=False, key=("test", 1)).first() == bt.Batch(210, walk=True)
+    b = bt.Batches(100, randomize=False, key=("test", 2))
+    assert b.next(b.first(), bt.Roots(list(range(110)), None, {}, False), 100, 40) is None
     # 100 candidates of 40 roots: 42 roots for 100 more, and 10
-    assert ex.Batches(100, randomize=False, key=("test", 2)).first() == ex.Batch(52, walk=True)
+    assert bt.Batches(100, randomize=False, key=("test", 2)).first() == bt.Batch(52, walk=True)
     # an exhausted walk ends; random order keeps its could-serve batch, then the rest
-    assert b.next(first, ex.Roots([1], None, {}, exhausted=True), 0, 1) is None
-    r = ex.Batches(5, randomize=True)
-    assert r.first() == ex.Batch(20)
-    assert r.next(ex.Batch(20), ex.Roots([4, 2], None, {}, False), 1, 2) == ex.Batch(
+    assert b.next(first, bt.Roots([1], None, {}, exhausted=True), 0, 1) is None
+    r = bt.Batches(5, randomize=True)
+    assert r.first() == bt.Batch(20)
+    assert r.next(bt.Batch(20), bt.Roots([4, 2], None, {}, False), 1, 2) == bt.Batch(
         exclude=(4, 2)
     )
 
@@ -222,43 +224,43 @@ def test_a_walk_that_found_nothing_takes_the_roots_left_at_once() -> None:
     its next batch (not that batch, then four times it); a walk with root filters
     counts nothing; a count below the roots (stale) never makes a batch smaller."""
 
-    def walked(cloud: object, *sizes: int, filtered: bool = False) -> ex.Batches:
-        b = ex.Batches(1, randomize=False, cloud=cloud)
+    def walked(cloud: object, *sizes: int, filtered: bool = False) -> bt.Batches:
+        b = bt.Batches(1, randomize=False, cloud=cloud)
         batch, start = b.first(), 1
         for n in sizes:
-            roots = ex.Roots(list(range(start, start + n)), None, {}, n < batch.limit, filtered)
+            roots = bt.Roots(list(range(start, start + n)), None, {}, n < batch.limit, filtered)
             batch, start = b.next(batch, roots, 0, n), start + n  # type: ignore[assignment]
         assert batch is None
         return b
 
     cloud = ("test", "cloud")
     walked(cloud, 11, 44, 30, filtered=True)
-    assert ex._ROOT_COUNT.get(cloud) is None
-    b = ex.Batches(1, randomize=False, cloud=cloud)
-    nothing = ex.Roots(list(range(1, 12)), None, {}, exhausted=False, filtered=False)
-    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(44, walk=True, after=11)
+    assert bt._ROOT_COUNT.get(cloud) is None
+    b = bt.Batches(1, randomize=False, cloud=cloud)
+    nothing = bt.Roots(list(range(1, 12)), None, {}, exhausted=False, filtered=False)
+    assert b.next(b.first(), nothing, 0, 11) == bt.Batch(44, walk=True, after=11)
     walked(cloud, 11, 44, 49)  # 104 roots
-    assert ex._ROOT_COUNT.get(cloud) == 104
-    b = ex.Batches(1, randomize=False, cloud=cloud)
+    assert bt._ROOT_COUNT.get(cloud) == 104
+    b = bt.Batches(1, randomize=False, cloud=cloud)
     # 93 roots left and 10: one batch, not 44 then 176
-    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(103, walk=True, after=11)
+    assert b.next(b.first(), nothing, 0, 11) == bt.Batch(103, walk=True, after=11)
     # one found: sized from the rate, whatever the count
-    b = ex.Batches(2, randomize=False, cloud=cloud)
-    twelve = ex.Roots(list(range(1, 13)), None, {}, exhausted=False, filtered=False)
-    assert b.next(b.first(), twelve, 1, 12) == ex.Batch(25, walk=True, after=12)
-    ex._ROOT_COUNT.put(cloud, 20)  # stale: fewer than there are
-    b = ex.Batches(1, randomize=False, cloud=cloud)
-    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(44, walk=True, after=11)
-    ex._ROOT_COUNT.put(cloud, 5000)  # many left: four times the last batch
-    b = ex.Batches(1, randomize=False, cloud=cloud)
-    assert b.next(b.first(), nothing, 0, 11) == ex.Batch(44, walk=True, after=11)
+    b = bt.Batches(2, randomize=False, cloud=cloud)
+    twelve = bt.Roots(list(range(1, 13)), None, {}, exhausted=False, filtered=False)
+    assert b.next(b.first(), twelve, 1, 12) == bt.Batch(25, walk=True, after=12)
+    bt._ROOT_COUNT.put(cloud, 20)  # stale: fewer than there are
+    b = bt.Batches(1, randomize=False, cloud=cloud)
+    assert b.next(b.first(), nothing, 0, 11) == bt.Batch(44, walk=True, after=11)
+    bt._ROOT_COUNT.put(cloud, 5000)  # many left: four times the last batch
+    b = bt.Batches(1, randomize=False, cloud=cloud)
+    assert b.next(b.first(), nothing, 0, 11) == bt.Batch(44, walk=True, after=11)
 
 
 def test_a_walk_with_no_candidate_counts_the_roots_for_the_next(walk: Database) -> None:
     """A limited request nothing can serve walks every root (~80: batches of 11, 44,
     then the rest); the same request again takes the roots left after its first batch
     at once, from the count (one batch fewer); both answers are empty."""
-    ex._ROOT_COUNT.put(walk.engine.url, 0)  # (counted by an earlier test: stale, unused)
+    bt._ROOT_COUNT.put(walk.engine.url, 0)  # (counted by an earlier test: stale, unused)
     sent = []
     for _ in range(2):
         with walk.count_statements() as counter:
@@ -266,7 +268,7 @@ def test_a_walk_with_no_candidate_counts_the_roots_for_the_next(walk: Database) 
                 walk, "resources=VCPU:100000&limit=1"
             ).allocation_requests
         sent.append(counter.count)
-    assert ex._ROOT_COUNT.get(walk.engine.url) == 78
+    assert bt._ROOT_COUNT.get(walk.engine.url) == 78
     assert sent[1] == sent[0] - 2, sent  # a roots statement and a group statement fewer
 
 
@@ -275,20 +277,20 @@ def test_learnt_rates_are_bounded_and_only_the_oldest_goes() -> None:
     past its size only the least recently written kind of request loses its hint
     (before: every hint was dropped at once when 1,024 kinds had been seen), and
     threads writing at once never leave it past its size."""
-    hints = ex._PER_ROOT
+    hints = bt._PER_ROOT
     for i in range(hints.size + 1):
-        ex._remember(("bounded", i), 2.0)
+        bt._remember(("bounded", i), 2.0)
     assert len(hints) == hints.size
     # 100 candidates at 2 per root: 53 roots and 10; the oldest is back to limit + 10
-    assert ex.Batches(100, randomize=False, key=("bounded", 0)).first() == ex.Batch(110, walk=True)
+    assert bt.Batches(100, randomize=False, key=("bounded", 0)).first() == bt.Batch(110, walk=True)
     for i in (1, hints.size // 2, hints.size):
-        assert ex.Batches(100, randomize=False, key=("bounded", i)).first() == ex.Batch(
+        assert bt.Batches(100, randomize=False, key=("bounded", i)).first() == bt.Batch(
             63, walk=True
         )
 
     def write(t: int) -> None:
         for i in range(2000):
-            ex._remember(("threads", t, i), 1.0 + t)
+            bt._remember(("threads", t, i), 1.0 + t)
             # (other threads' writes may have pushed it out already)
             assert hints.get(("threads", t, i)) in (None, 1.0 + t)
 
@@ -316,13 +318,13 @@ def test_the_largest_limit_is_a_limit_the_database_takes(walk: Database) -> None
         assert sorted(repr(c[1:]) for c in ordered(allocation_candidates(walk, random))) == sorted(
             repr(c[1:]) for c in full
         )
-    most = ex.Batches(2147483647, randomize=False, key=("test", 3))
+    most = bt.Batches(2147483647, randomize=False, key=("test", 3))
     assert most.first().limit == 2**31 - 1
-    nothing = ex.Roots([1, 2], None, {}, exhausted=False)
-    assert most.next(ex.Batch(2**31 - 1, walk=True), nothing, 0, 2) == ex.Batch(
+    nothing = bt.Roots([1, 2], None, {}, exhausted=False)
+    assert most.next(bt.Batch(2**31 - 1, walk=True), nothing, 0, 2) == bt.Batch(
         2**31 - 1, walk=True, after=2
     )
-    assert ex.Batches(2147483647, randomize=True).first().limit == 2**31 - 1
+    assert bt.Batches(2147483647, randomize=True).first().limit == 2**31 - 1
 
 
 def test_roots_as_one_text_are_the_rows(walk: Database) -> None:
@@ -338,19 +340,21 @@ def test_roots_as_one_text_are_the_rows(walk: Database) -> None:
             req = parse_candidates(qs)
             names = resolve_names(conn, req.resource_class_names(), req.trait_names())
             for batch in (
-                ex.Batch(),
-                ex.Batch(7, walk=True),
-                ex.Batch(7, walk=True, after=20),
-                ex.Batch(1000, walk=True, after=10**6),
+                bt.Batch(),
+                bt.Batch(7, walk=True),
+                bt.Batch(7, walk=True, after=20),
+                bt.Batch(1000, walk=True, after=10**6),
             ):
-                stmt, params, _ = ex.roots_query(req, names, (), batch)
+                stmt, params, _ = bt.roots_query(req, names, (), batch)
                 assert stmt is not None or batch.limit is None
                 if stmt is None:
                     continue
-                rows = sorted(int(r) for (r,) in ex.driver_rows(conn, stmt, params))
-                assert ex.select_roots(conn, req, names, (), batch).ids == rows
+                rows = sorted(int(r) for (r,) in runner.driver_rows(conn, stmt, params))
+                assert bt.select_roots(conn, req, names, (), batch).ids == rows
                 if dialects.ids_as_text(conn):
-                    ((count, total, text),) = ex.driver_rows(conn, ex._ids_text(stmt), params)
+                    ((count, total, text),) = runner.driver_rows(
+                        conn, runner.ids_text(stmt), params
+                    )
                     assert count == len(rows) and (text is None) == (rows == [])
                     assert int(total or 0) == sum(rows)
     assert {b: dialects.backend(b).ids_as_text for b in ("sqlite", "postgresql", "mysql")} == {
@@ -387,25 +391,28 @@ def test_whole_number_rows_as_one_text_are_the_rows(
                 what, values = ex.group_statement(g, names, room, grouped)
                 stmts.append((ex._stmt(what, ex.BatchRoots.RANGE), {**scope, **values}))
         stmts.append((ex._stmt(ex.TreeShape(), ex.BatchRoots.RANGE), scope))
-        whole = [(stmt, bound) for stmt, bound in stmts if ex._numbers(stmt)]
+        whole = [(stmt, bound) for stmt, bound in stmts if runner.numbers(stmt)]
         assert len(whole) == len(stmts)  # lean, grouped, room columns, parent links
-        rows = [sorted(ex._fetch(conn, *ex._expanded(st, b, conn.dialect, ""))) for st, b in whole]
+        rows = [
+            sorted(runner._fetch(conn, *runner._expanded(st, b, conn.dialect, "")))
+            for st, b in whole
+        ]
         assert any(None in row for got in rows for row in got)  # a root's parent
-        assert [sorted(got) for got in ex._text_rows(conn, whole)] == rows
+        assert [sorted(got) for got in runner._text_rows(conn, whole)] == rows
         monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", 16)
-        assert [sorted(got) for got in ex._text_rows(conn, whole)] == rows
+        assert [sorted(got) for got in runner._text_rows(conn, whole)] == rows
         monkeypatch.undo()
         # the roots' text cut short too (a fresh engine compiles it with the tiny length)
-        plain = ex.select_roots(conn, req, names, (), ex.Batch(30, walk=True)).ids
+        plain = bt.select_roots(conn, req, names, (), bt.Batch(30, walk=True)).ids
         monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", 16)
         tiny = Database(walk.url)
         try:
             with tiny.engine.connect() as short:
-                got = ex.select_roots(short, req, names, (), ex.Batch(30, walk=True)).ids
+                got = bt.select_roots(short, req, names, (), bt.Batch(30, walk=True)).ids
                 assert got == plain and len(plain) == 30
-                texts = ex.driver_rows(
+                texts = runner.driver_rows(
                     short,
-                    ex._ids_text(ex.roots_query(req, names, (), ex.Batch(30, walk=True))[0]),
+                    runner.ids_text(bt.roots_query(req, names, (), bt.Batch(30, walk=True))[0]),
                     {"batch_limit": 30},
                 )
                 assert len(texts[0][2]) < 30  # it was cut

@@ -1,5 +1,5 @@
 """Provider summaries of allocation candidates, on every backend, both ways they are read
-(:func:`rpquery.read.candidates._execute.fetch_summaries`): resources written as JSON
+(:func:`rpquery.read.candidates._summaries.fetch_summaries`): resources written as JSON
 by the database (MySQL/MariaDB's default) or read as inventory rows and written in
 Python (SQLite's and PostgreSQL's). Capacity is ``int((total - reserved) *
 allocation_ratio)``, truncated toward zero as Placement's Python does; traits are
@@ -23,10 +23,12 @@ from rpquery.read.candidates import (
     _render,
     allocation_candidates,
 )
+from rpquery.read.candidates import _batches as bt
 from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates import _summaries as sm
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.read.request import parse_candidates
-from rpquery.store import dialects
+from rpquery.store import dialects, runner
 from tests.factories import Ref, allocate, new_uuid, provider
 
 INT_MAX = 2**31 - 1  # inventories.total is a 32-bit INTEGER on PostgreSQL and MySQL
@@ -77,7 +79,7 @@ def _fetch(db: Database, roots: set[int], written: bool) -> tuple[SummaryRows, i
     with db.engine.connect() as conn:
         rc_names = resolve_names(conn, (), (), every_class=True).rc_names
         with db.count_statements() as counter:
-            rows = ex.fetch_summaries(conn, roots, rc_names, written=written)
+            rows = sm.fetch_summaries(conn, roots, rc_names, written=written)
     return rows, counter.count
 
 
@@ -104,7 +106,7 @@ def answer_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Summaries read as a small answer's (one statement,
     :func:`~rpquery.read.candidates._sql.summary_small_stmt`) or as a big one's."""
     if request.param == "big":
-        monkeypatch.setattr(ex, "SUMMARY_SMALL", 0)
+        monkeypatch.setattr(sm, "SUMMARY_SMALL", 0)
     return str(request.param)
 
 
@@ -112,8 +114,8 @@ def answer_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 def big_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tiny clouds read as a big cloud's answers are: batches and summaries of
     many trees (the small ones' one batch and one summary statement off)."""
-    monkeypatch.setattr(ex, "SUMMARY_SMALL", 0)
-    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
+    monkeypatch.setattr(sm, "SUMMARY_SMALL", 0)
+    monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)
 
 
 @pytest.mark.parametrize("written", [False, True], ids=["rows", "written"])
@@ -153,7 +155,7 @@ def test_written_resources_name_classes_not_bound(db: Database, trees: dict[str,
     with db.engine.connect() as conn:
         every = resolve_names(conn, (), (), every_class=True).rc_names
         some = {rc: name for rc, name in every.items() if name in ("VCPU", "CUSTOM_HALF")}
-        rows = ex.fetch_summaries(conn, {trees["cn"].id}, some, written=True)
+        rows = sm.fetch_summaries(conn, {trees["cn"].id}, some, written=True)
     assert rows.build() == {
         u: s for u, s in _expected(trees).items() if s.root_uuid == trees["cn"].uuid
     }
@@ -203,7 +205,7 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
     # every provider's trait ids as one text first (both trees are summarised)
     assert counter.count == 4 + as_json, counter.statements
     assert whole.provider_summaries == _expected(trees)
-    every_trait = [ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements]
+    every_trait = [sm.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements]
     assert every_trait == [False, False, *([True] if as_json else []), False, False]
     # MariaDB hash-joins the whole tables of the one pass, never a batch's range
     mariadb = getattr(db.engine.dialect, "is_mariadb", False)
@@ -214,7 +216,7 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
     # the same and the batch's roots; trait ids per provider (not every root read)
     assert counter.count == 5, counter.statements
     assert not any(dialects.WHOLE_TABLES in st for st in counter.statements)
-    assert not any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
+    assert not any(sm.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
     assert limited.provider_summaries == _expected(trees)
     assert limited.to_placement() == whole.to_placement()
     # a tree none of whose providers is returned is not summarised, though its
@@ -225,14 +227,14 @@ def test_whole_cloud_summaries_read_with_the_group_rows(
     assert only_cn.provider_summaries == {
         u: s for u, s in _expected(trees).items() if s.root_uuid == trees["cn"].uuid
     }
-    assert any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements) == as_json
+    assert any(sm.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements) == as_json
     with db.begin() as conn:
         for i in range(2):  # two more trees: cn's is no longer half the cloud's
             provider(conn, f"more-{i}", inventory={"VCPU": 1})
     with db.count_statements() as counter:
         again = allocation_candidates(db, "resources=VCPU:3")
     assert again.provider_summaries == only_cn.provider_summaries
-    assert not any(ex.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
+    assert not any(sm.EVERY_TRAIT_TEXT_SQL in st for st in counter.statements)
 
 
 def test_member_of_reads_only_its_trees(db: Database, trees: dict[str, Ref]) -> None:
@@ -269,14 +271,14 @@ def test_every_trait_at_once_as_per_provider(
             rc_names = resolve_names(conn, (), (), every_class=True).rc_names
             with database.count_statements() as counter:
                 cloud = sorted(roots) if every_trait else None  # trees all of the cloud's
-                rows = ex.fetch_summaries(conn, roots, rc_names, written=False, cloud_roots=cloud)
+                rows = sm.fetch_summaries(conn, roots, rc_names, written=False, cloud_roots=cloud)
         return rows.render(), counter.count
 
     per_provider, statements = summaries(db, False)
     at_once, more = summaries(db, True)
     assert at_once == per_provider and len(at_once) == 4
     with db.engine.connect() as conn:
-        texts = ex.every_trait_texts(conn)
+        texts = sm.every_trait_texts(conn)
         if not dialects.rows_as_json(conn):
             assert more == statements
             return
@@ -291,7 +293,7 @@ def test_every_trait_at_once_as_per_provider(
     tiny = Database(db.url)  # a fresh engine compiles the statements with that length
     try:
         with tiny.engine.connect() as short:
-            assert ex.every_trait_texts(short) is None
+            assert sm.every_trait_texts(short) is None
         cut, _ = summaries(tiny, True)
         assert cut == per_provider
     finally:
@@ -340,7 +342,7 @@ def test_many_traits_are_never_cut(db: Database) -> None:
             conn.exec_driver_sql("SET SESSION group_concat_max_len = 1024")
         rc_names = resolve_names(conn, (), (), every_class=True).rc_names
         for written in (False, True):
-            rows = ex.fetch_summaries(conn, {many.id}, rc_names, written=written)
+            rows = sm.fetch_summaries(conn, {many.id}, rc_names, written=written)
             assert rows.build()[many.uuid].traits == frozenset(names)
             assert len(next(iter(rows.trait_sets))) > 1024
 
@@ -360,10 +362,10 @@ def test_usage_counts(db: Database, trees: dict[str, Ref]) -> None:
 def test_summary_statement_compiles_per_backend(db: Database) -> None:
     """Both forms of the providers' statement run on the backend (no rows)."""
     with db.engine.connect() as conn:
-        for stmt in (ex.summary_providers(), ex._summary(0)):
-            assert ex.driver_rows(conn, stmt, {"tree_ids": []}) == []
-        stmt = ex.summary_inventories_of()
-        assert ex.driver_rows(conn, stmt, {"summary_ids": [-1]}) == []
+        for stmt in (sm.summary_providers(), sm._summary(0)):
+            assert runner.driver_rows(conn, stmt, {"tree_ids": []}) == []
+        stmt = sm.summary_inventories_of()
+        assert runner.driver_rows(conn, stmt, {"summary_ids": [-1]}) == []
         assert conn.execute(sa.select(sa.literal(1))).scalar() == 1
 
 
@@ -387,13 +389,13 @@ def test_summary_rows_as_one_json_text_are_the_rows(
         odd = provider(conn, ODD_NAME, inventory={"VCPU": 1}, traits=["HW_Z"])
     roots = {trees["cn"].id, trees["huge"].id, odd.id}
     params: dict[str, Any] = {"tree_ids": sorted(roots)}
-    stmts = [ex.summary_providers(), ex._summary(0)]
+    stmts = [sm.summary_providers(), sm._summary(0)]
 
     def both(conn: sa.Connection) -> list[tuple[list[Any], list[Any]]]:
         return [
             (
-                sorted(map(list, ex.json_rows(conn, st, params))),
-                sorted(map(list, ex.driver_rows(conn, st, params))),
+                sorted(map(list, runner.json_rows(conn, st, params))),
+                sorted(map(list, runner.driver_rows(conn, st, params))),
             )
             for st in stmts
         ]
@@ -404,11 +406,11 @@ def test_summary_rows_as_one_json_text_are_the_rows(
             assert {r[2] for r in rows} >= {ODD_NAME, "cn-bare"}
             assert any(r[3] is None for r in rows) and any(r[-1] is None for r in rows)
         for st in stmts:  # the text itself holds the rows (not read again as rows)
-            ((_, text),) = ex.driver_rows(conn, ex._json_text(st), params)
+            ((_, text),) = runner.driver_rows(conn, runner._json_text(st), params)
             assert sorted(orjson.loads(text)) == sorted(
-                map(list, ex.driver_rows(conn, st, params))
+                map(list, runner.driver_rows(conn, st, params))
             )
-        ((_, full),) = ex.driver_rows(conn, ex._json_text(stmts[0]), params)
+        ((_, full),) = runner.driver_rows(conn, runner._json_text(stmts[0]), params)
     # cut in a row, and just after the second one (MariaDB ends both with "]", after
     # the separator in the second case: no JSON either way)
     second = full.index("],[", full.index("],[") + 1) + 1
@@ -419,10 +421,10 @@ def test_summary_rows_as_one_json_text_are_the_rows(
             with tiny.engine.connect() as short:
                 for got, rows in both(short):
                     assert got == rows
-                ((count, text),) = ex.driver_rows(short, ex._json_text(stmts[0]), params)
+                ((count, text),) = runner.driver_rows(short, runner._json_text(stmts[0]), params)
                 assert count == 5 and not _json_of_rows(text, 5)  # it was cut
                 rc_names = resolve_names(short, (), (), every_class=True).rc_names
-                found = ex.fetch_summaries(short, roots, rc_names, written=False).build()
+                found = sm.fetch_summaries(short, roots, rc_names, written=False).build()
                 assert found[odd.uuid].name == ODD_NAME and len(found) == 5
         finally:
             tiny.dispose()
@@ -439,13 +441,13 @@ def test_one_pass_capacities_as_text(db: Database, trees: dict[str, Ref]) -> Non
         what, values = ex.group_statement(req.groups[0], names, room=False, summary=True)
         stmt = ex._stmt(what, None)
         params = {**values, "sharing_ids": [], "sharing_exempt": []}
-        rows = sorted(map(tuple, ex.driver_rows(conn, stmt, params)))
+        rows = sorted(map(tuple, runner.driver_rows(conn, stmt, params)))
         capacities = {float(r[3]) for r in rows}
         assert {1.5, 0.999999, INT_MAX * 5e6} <= capacities
         if not dialects.ids_as_text(conn):
             return
-        assert ex._numbers(stmt)
-        (got,) = ex._text_rows(conn, [(stmt, params)])
+        assert runner.numbers(stmt)
+        (got,) = runner._text_rows(conn, [(stmt, params)])
         assert sorted(got) == [(*r[:3], float(r[3]), *r[4:]) for r in rows]
         # doubles as the driver's rows hold them, whole numbers as ints
         assert {tuple(type(v) for v in r) for r in got} == {(int, int, int, float, int, int)}

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.pool import NullPool
 
 from rpquery.db import Database
-from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates import _batches as bt
 from rpquery.read.candidates import allocation_candidates
 from rpquery.store import dialects
 from rpquery.store.tables import traits
@@ -99,7 +99,7 @@ def test_the_names_statement_is_one_prepared_text_for_any_request(conn: sa.Conne
 def test_a_small_cloud_prepares_repeated_statements(conn: sa.Connection) -> None:
     _ask(conn, times=3)
     repeated = [(t, n) for t, n in _prepared(conn) if "set_config" not in t]
-    assert ex.small_cloud(conn)
+    assert bt.small_cloud(conn)
     # each request's group statement, prepared when sent a second time
     assert repeated and all(runs >= 1 for _, runs in repeated)
     assert any("inventories" in text for text, _ in repeated)
@@ -108,10 +108,10 @@ def test_a_small_cloud_prepares_repeated_statements(conn: sa.Connection) -> None
 def test_a_bigger_cloud_prepares_only_the_names_statement(
     conn: sa.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)  # as a cloud of more roots is
+    monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)  # as a cloud of more roots is
     _ask(conn, times=3)
     prepared = _prepared(conn)
-    assert not ex.small_cloud(conn)
+    assert not bt.small_cloud(conn)
     assert [runs for text, runs in prepared if "set_config" in text] == [3 * len(REQUESTS)]
     assert len(prepared) == 1, prepared
 

@@ -19,11 +19,13 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from benchmarks import shapes
 from rpquery.db import Database
+from rpquery.read.candidates import _batches as bt
 from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates import _sql as q
-from rpquery.read.candidates import _texts, allocation_candidates
+from rpquery.read.candidates import _summaries as sm
+from rpquery.read.candidates import allocation_candidates
 from rpquery.read.request import parse_candidates
-from rpquery.store import dialects
+from rpquery.store import _texts, dialects, runner
 from tests.factories import provider
 
 TRAITS = [*shapes.HOST_TRAITS, *shapes.NIC_TRAITS, *shapes.PHYSNETS, q.SHARING_TRAIT]
@@ -49,30 +51,30 @@ def bind_names(stmt: sa.ClauseElement) -> set[str]:
 #: of ids, or by the ids when root filters leave some roots out); a later one (after
 #: a root); random roots that could serve (scoped by their ids); every root left.
 BATCHES = [
-    ex.Batch(),
-    ex.Batch(10, walk=True),
-    ex.Batch(10, walk=True, after=7),
-    ex.Batch(10),
-    ex.Batch(exclude=(3, 5)),
+    bt.Batch(),
+    bt.Batch(10, walk=True),
+    bt.Batch(10, walk=True, after=7),
+    bt.Batch(10),
+    bt.Batch(exclude=(3, 5)),
 ]
 
 
-def batch_scope(batch: ex.Batch, roots: sa.Select | None, filtered: bool) -> ex.ScopeKey:
+def batch_scope(batch: bt.Batch, roots: sa.Select | None, filtered: bool) -> ex.ScopeKey:
     """The scope :func:`rpquery.read.candidates._execute.select_roots` gives the batch's
     other statements."""
     if batch.limit is None:
         return ex.scope_key(roots)
-    return ex.scope_key(ex.ROOT_RANGE if batch.walk and not filtered else ex.ROOT_IDS)
+    return ex.scope_key(bt.ROOT_RANGE if batch.walk and not filtered else bt.ROOT_IDS)
 
 
 @pytest.mark.parametrize("batch", BATCHES)
-def test_every_value_of_a_random_request_is_a_named_parameter(batch: ex.Batch) -> None:
+def test_every_value_of_a_random_request_is_a_named_parameter(batch: bt.Batch) -> None:
     """No value is written into a statement: each named parameter gets its value from
     the request (values the statement does not use are ignored at execution), and the
     anonymous ones are constants (:func:`bind_names`)."""
     for qs in shapes.requests(3, 150, AGGS):
         req = parse_candidates(qs)
-        roots, roots_values, filtered = ex.roots_query(req, NAMES, (), batch)
+        roots, roots_values, filtered = bt.roots_query(req, NAMES, (), batch)
         if roots is not None:
             assert bind_names(roots) - BATCH <= set(roots_values), qs
         scope = batch_scope(batch, roots, filtered)
@@ -99,7 +101,7 @@ def expanding_ops(stmt: sa.ClauseElement) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("batch", BATCHES)
-def test_no_expanding_parameter_is_used_both_in_and_not_in(batch: ex.Batch) -> None:
+def test_no_expanding_parameter_is_used_both_in_and_not_in(batch: bt.Batch) -> None:
     """SQLAlchemy renders an *empty* expanding parameter once per name, as ``IN`` or as
     ``NOT IN``: a name under both renders one of them wrong on PostgreSQL and MySQL
     (``x NOT IN (NULL) AND (1 != 1)``, always false). It happened: the unsuffixed
@@ -109,7 +111,7 @@ def test_no_expanding_parameter_is_used_both_in_and_not_in(batch: ex.Batch) -> N
     checked = 0
     for qs in shapes.requests(5, 150, AGGS):
         req = parse_candidates(qs)
-        roots, _, filtered = ex.roots_query(req, NAMES, (), batch)
+        roots, _, filtered = bt.roots_query(req, NAMES, (), batch)
         stmts = [] if roots is None else [roots]
         scope = batch_scope(batch, roots, filtered)
         stmts += [ex._stmt(ex.group_statement(g, NAMES)[0], scope) for g in req.groups]
@@ -130,7 +132,7 @@ def test_requests_differing_only_in_values_share_their_statements() -> None:
     )
     for randomize in (False, True):
         roots = [
-            ex.roots_query(r, NAMES, (), ex.Batches(r.limit, randomize=randomize).first())
+            bt.roots_query(r, NAMES, (), bt.Batches(r.limit, randomize=randomize).first())
             for r in (one, two)
         ]
         assert roots[0][0] is roots[1][0] and roots[0][1] != roots[1][1]
@@ -143,7 +145,7 @@ def test_requests_differing_only_in_values_share_their_statements() -> None:
 
 class _Compiles:
     """Statements SQLAlchemy compiled (a compiled-cache miss) and parts the read path
-    compiled (:mod:`rpquery.read.candidates._texts`)."""
+    compiled (:mod:`rpquery.store._texts`)."""
 
     def __init__(self, db: Database) -> None:
         self.missed: list[str] = []
@@ -205,7 +207,7 @@ def test_fenced_sharing_pairs_are_the_same_rows(db: Database, any_class: bool) -
     with db.connect() as conn:
         for fenced in (False, True):
             stmt = q.names_sharing_of(any_class=any_class, fenced=fenced)
-            rows.append(sorted(map(tuple, ex.driver_rows(conn, stmt, params)), key=repr))
+            rows.append(sorted(map(tuple, runner.driver_rows(conn, stmt, params)), key=repr))
     assert rows[0] == rows[1]
     # the roots' count: 5 providers, none with a parent
     assert [r for r in rows[0] if r[0] is None and r[2] is None] == [(None, 5, None, None)]
@@ -237,7 +239,7 @@ def test_a_request_sends_few_statements(
     runs in autocommit mode (no ``BEGIN`` and ``ROLLBACK`` around it, which the
     statement count does not see)."""
     if walk:  # as a cloud of more than ONE_BATCH roots is
-        monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)
+        monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)
     agg = "11111111-2222-4333-8444-555555555555"
     with db.begin() as conn:
         provider(conn, "host", inventory={"VCPU": 4, "MEMORY_MB": 2048}, aggregates=[agg])
@@ -268,7 +270,7 @@ def test_a_request_sends_few_statements(
         summaries = [
             i
             for i, s in enumerate(counter.statements)
-            if _summarises(s) or ex.EVERY_TRAIT_TEXT_SQL in s
+            if _summarises(s) or sm.EVERY_TRAIT_TEXT_SQL in s
         ]
         assert bool(summaries) == bool(answer.allocation_requests), counter.statements
         mine = counter.statements[: summaries[0]] if summaries else counter.statements
@@ -335,7 +337,7 @@ def test_a_batch_of_several_groups_is_one_statement_on_a_server(
     group statements and parent links go to a database server as one statement (each
     compiled once, whatever shapes a request combines); SQLite, in the process, runs
     them apart. The same answers."""
-    monkeypatch.setattr(ex.Batches, "ONE_BATCH", 0)  # as a cloud of more roots is
+    monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)  # as a cloud of more roots is
     with db.begin() as conn:
         for name, numa in (("one", 1), ("two", 2)):
             host = provider(conn, name, inventory={"MEMORY_MB": 4096})
@@ -404,11 +406,11 @@ def test_a_connection_lost_mid_read_is_invalidated(server_db: Database) -> None:
     with db.begin() as conn:
         provider(conn, "host", inventory={"VCPU": 4})
     with db.connect() as conn:
-        ex._fetch(conn, "SELECT 1", {})  # through SQLAlchemy: the connection begins
-        assert ex._direct(conn)
+        runner._fetch(conn, "SELECT 1", {})  # through SQLAlchemy: the connection begins
+        assert runner._direct(conn)
         _kill_pooled(db)
         with pytest.raises(sa.exc.DBAPIError) as lost:
-            ex._fetch(conn, "SELECT 2", {})
+            runner._fetch(conn, "SELECT 2", {})
         assert lost.value.connection_invalidated
         assert conn.invalidated
     assert len(allocation_candidates(db, "resources=VCPU:1").allocation_requests) == 1

@@ -1,4 +1,4 @@
-"""Statements compiled by parts (:mod:`rpquery.read.candidates._texts`, issue 18 item 5).
+"""Statements compiled by parts (:mod:`rpquery.store._texts`, issue 18 item 5).
 
 Without a database: for the statements of random requests, every batch scope and all
 three dialects, the text joined from parts, with values, is the text SQLAlchemy
@@ -20,11 +20,12 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from benchmarks import shapes
 from rpquery.db import Database
+from rpquery.read.candidates import _batches as bt
 from rpquery.read.candidates import _execute as ex
 from rpquery.read.candidates import _sql as q
-from rpquery.read.candidates import _texts, allocation_candidates
+from rpquery.read.candidates import allocation_candidates
 from rpquery.read.request import parse_candidates
-from rpquery.store import dialects
+from rpquery.store import _texts, dialects, runner
 from tests.factories import provider
 from tests.test_statement_shapes import AGGS, BATCHES, NAMES, batch_scope
 
@@ -66,12 +67,12 @@ def _values(stmt: sa.Select, group_values: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 @pytest.mark.parametrize("batch", BATCHES)
-def test_joined_text_is_the_whole_statements(dialect: str, batch: ex.Batch) -> None:
+def test_joined_text_is_the_whole_statements(dialect: str, batch: bt.Batch) -> None:
     d = DIALECTS[dialect]
     joined = 0
     for qs in shapes.requests(5, 30, AGGS):
         req = parse_candidates(qs)
-        roots, roots_values, filtered = ex.roots_query(req, NAMES, (), batch)
+        roots, roots_values, filtered = bt.roots_query(req, NAMES, (), batch)
         scope = batch_scope(batch, roots, filtered)
         stmts = [(roots, roots_values)] if roots is not None else []
         for g in req.groups:
@@ -169,7 +170,7 @@ def test_a_statement_with_its_values_written_in_runs_as_sqlalchemy_runs_it(
         stmt = q.group_rows_stmt(req.groups[0], names)
         assert _texts.template(stmt, conn.dialect) is None
         expected = [tuple(r) for r in conn.execute(stmt)]
-        assert [tuple(r) for r in ex.driver_rows(conn, stmt, {})] == expected
+        assert [tuple(r) for r in runner.driver_rows(conn, stmt, {})] == expected
         assert len(expected) == 1
 
 
@@ -190,12 +191,12 @@ def test_a_text_on_the_drivers_cursor_is_traced_and_its_errors_are_sqlalchemys(
     count = f"SELECT COUNT(*) + {n} FROM resource_providers"
     bad = "SELECT no_such_column FROM resource_providers"
     with db.count_statements() as counter, db.connect() as conn:
-        assert not ex._direct(conn)
-        assert [tuple(r) for r in ex._fetch(conn, count, {"n": 1})] == [(2,)]  # begins
-        assert ex._direct(conn)
-        assert [tuple(r) for r in ex._fetch(conn, count, {"n": 2})] == [(3,)]
+        assert not runner._direct(conn)
+        assert [tuple(r) for r in runner._fetch(conn, count, {"n": 1})] == [(2,)]  # begins
+        assert runner._direct(conn)
+        assert [tuple(r) for r in runner._fetch(conn, count, {"n": 2})] == [(3,)]
         with pytest.raises(sa.exc.DBAPIError):
-            ex._on_cursor(conn, bad, {})
+            runner._on_cursor(conn, bad, {})
     assert counter.statements == [count, count, bad]
     assert events == [count, count] and errors == [bad]
 

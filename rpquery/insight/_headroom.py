@@ -49,11 +49,10 @@ from rpquery.insight._why import keys_per_host
 from rpquery.policies.base import HostPolicy
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates import search_budget
+from rpquery.read.candidates._batches import Roots
 from rpquery.read.candidates._execute import (
     NamesKey,
-    Roots,
     Sharing,
-    driver_rows,
     fetch_names,
     fetch_sharing,
     load_groups,
@@ -62,6 +61,7 @@ from rpquery.read.candidates._execute import (
 from rpquery.read.candidates._search import SearchBudget, plan_slots, search_anchor
 from rpquery.read.request import CandidatesRequest, Params, RequestGroup, as_candidates_request
 from rpquery.store import dialects
+from rpquery.store.runner import driver_rows
 
 GROUP_BY = ("aggregate", "trait")
 #: Steps (multisets tried) of one host's packing search before it keeps its best so far.

@@ -52,13 +52,11 @@ from rpquery.insight import _why_sql as w
 from rpquery.policies.base import HostPolicy
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates import search_budget
+from rpquery.read.candidates._batches import ROOT_IDS, Roots
 from rpquery.read.candidates._execute import (
-    ROOT_IDS,
     Loaded,
     NamesKey,
-    Roots,
     Sharing,
-    driver_rows,
     fetch_names,
     fetch_sharing,
     load_groups,
@@ -67,6 +65,7 @@ from rpquery.read.candidates._execute import (
 from rpquery.read.candidates._search import SearchBudget, SearchRules, plan_slots, search_anchor
 from rpquery.read.request import CandidatesRequest, Params, RequestGroup, as_candidates_request
 from rpquery.store import dialects
+from rpquery.store.runner import driver_rows
 from rpquery.store.tables import resource_providers
 
 #: How many example hosts each reason lists by default.

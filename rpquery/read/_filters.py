@@ -92,7 +92,7 @@ def shape_filters(
     With bind parameters (``Binds()``) each clause is built once per prefix and count
     and shared by every shape that has it (:func:`_bound_clause`): a statement of a new
     shape is made of clause objects built, and compiled, before
-    (:mod:`rpquery.read.candidates._texts`)."""
+    (:mod:`rpquery.store._texts`)."""
     if binds.values is not None or not (
         root_exempt is None or isinstance(root_exempt, sa.BindParameter)
     ):

@@ -13,7 +13,7 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
    policy needing every host, a batch of roots in id order, ``ORDER BY``/``LIMIT``, so
    only a batch of trees is looked at; steps 2-4 run again for the next batch until
-   ``limit`` candidates are found: :class:`~rpquery.read.candidates._execute.Batches`;
+   ``limit`` candidates are found: :class:`~rpquery.read.candidates._batches.Batches`;
    on a cloud of at most ``Batches.ONE_BATCH`` roots, one batch of every root);
 3. one statement per request group with capacity, usage, traits and aggregates
    (:mod:`rpquery.read.candidates._sql`);
@@ -39,19 +39,19 @@ from rpquery.errors import InvalidRequest
 from rpquery.policies.base import HostPolicy
 from rpquery.read._policies import keep_and_weigh
 from rpquery.read.candidates import _sql as q
-from rpquery.read.candidates._execute import (
+from rpquery.read.candidates._batches import (
     Batch,
     Batches,
+    select_roots,
+    small_cloud,
+    walk_key,
+)
+from rpquery.read.candidates._execute import (
     Loaded,
     fetch_names,
     fetch_names_sharing,
-    fetch_summaries,
-    fetch_uuids,
     load_groups,
-    select_roots,
-    small_cloud,
     statements_for,
-    walk_key,
 )
 from rpquery.read.candidates._results import (
     AllocationCandidates,
@@ -71,6 +71,7 @@ from rpquery.read.candidates._search import (
     plan_slots,
     search_anchor,
 )
+from rpquery.read.candidates._summaries import fetch_summaries, fetch_uuids
 from rpquery.read.request import CandidatesRequest, Params, as_candidates_request
 from rpquery.store import dialects
 

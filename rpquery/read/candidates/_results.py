@@ -227,7 +227,7 @@ class RequestRows:
 
 
 class SummaryRows:
-    """Provider summaries as read (:func:`~._execute.fetch_summaries`): one row per
+    """Provider summaries as read (:func:`~._summaries.fetch_summaries`): one row per
     provider (id, uuid, name, parent id, root id, its resources as JSON text when the
     database wrote them, its trait ids as text), inventory rows for the providers whose
     resources it did not write, and the trait sets by their text. Kept as columns (a

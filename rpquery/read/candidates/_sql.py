@@ -499,7 +499,7 @@ def names_sharing_of(
     - ``NULL, <how many roots>, NULL, NULL`` (the only row with neither a name nor a
       root) when ``:count_roots`` is ``1`` (else ``0``, and the planners skip the scan:
       a constant false condition): sizes a ``limit``'s batches
-      (:class:`~rpquery.read.candidates._execute.Batches`), counted when the process
+      (:class:`~rpquery.read.candidates._batches.Batches`), counted when the process
       has no recent count of this database's roots; one statement either way (no
       second shape to compile);
 

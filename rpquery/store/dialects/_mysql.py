@@ -231,6 +231,35 @@ class MySQL(NoKeptPlans):
         ).group_by(b, sa.case((b == every, i)))
 
 
+def rows_as_text_sql(
+    statements: Sequence[tuple[str, Sequence[str]]], dialect: Dialect, whole_tables: bool
+) -> str:
+    """One ``SELECT`` giving each statement's rows as one text, for statements (their
+    SQL, their result columns' names) whose columns are numbers: ``SELECT <i>, COUNT(*),
+    GROUP_CONCAT(CONCAT(CONCAT_WS(':', IFNULL(p.a, ''), ...), ';') SEPARATOR '') FROM
+    (<statement>) AS p``, one row per statement, joined by ``UNION ALL`` (one round
+    trip), ``group_concat_max_len`` lifted
+    (:func:`rpquery.store.dialects.long_concat_sql`); ``''`` reads back as ``NULL``
+    (:func:`rpquery.store.runner.merged_rows`).
+
+    >>> from sqlalchemy.dialects import mysql
+    >>> sql = rows_as_text_sql([("SELECT 1 AS a", ["a"])], mysql.dialect(), False)
+    >>> sql.removeprefix("SELECT /*+ SET_VAR(group_concat_max_len = 16777216) */ ")
+    "0, COUNT(*), GROUP_CONCAT(CONCAT(CONCAT_WS(':', IFNULL(p.`a`, '')), ';') SEPARATOR '') \
+FROM (SELECT 1 AS a) AS p"
+    """
+    from rpquery.store.dialects import long_concat_sql
+
+    branches = []
+    for i, (sql, names) in enumerate(statements):
+        cells = ", ".join(f"IFNULL(p.`{name}`, '')" for name in names)
+        branches.append(
+            f"SELECT {i}, COUNT(*), GROUP_CONCAT(CONCAT(CONCAT_WS(':', {cells}), ';') "
+            f"SEPARATOR '') FROM ({sql}) AS p"
+        )
+    return long_concat_sql(" UNION ALL ".join(branches), dialect, whole_tables)
+
+
 class first_ids(FunctionElement[str]):  # noqa: N801 - reads like SQL
     """``GROUP_CONCAT(col ORDER BY col SEPARATOR ',' LIMIT n)``: a group's first ``n``
     values as text (MariaDB 10.3+)."""

@@ -1,0 +1,238 @@
+"""Provider summaries of an allocation-candidates answer: the summarised trees'
+providers, inventories and trait names, read in one to three statements
+(:func:`fetch_summaries`) and kept as read (:class:`~._results.SummaryRows`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from rpquery.read._clauses import ids_param
+from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates._results import SummaryRows
+from rpquery.store import dialects
+from rpquery.store.runner import driver_rows, json_rows
+from rpquery.store.tables import resource_providers
+
+#: At most this many classes are named by bound values in a written summary (the lowest
+#: ids: the standard classes); any other is looked up per inventory
+SUMMARY_NAMED = 64
+#: Summaries of at most this many trees come from one statement
+#: (:func:`~._sql.summary_small_stmt`), not two or three: as fast at 16 trees, ~0.1-0.2
+#: ms slower at 64 (PostgreSQL, MariaDB, 1,000 hosts; docs/read-path.md)
+SUMMARY_SMALL = 32
+#: how the text of :func:`every_trait_text` begins on every backend (statement counts
+#: in tests)
+EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
+
+# The fixed statements below are built on first use, each once (``functools.cache``):
+# a one-off command builds only those it sends (start-up, docs/benchmarks.md).
+
+
+@functools.cache
+def summary_providers() -> sa.Select:
+    """The summaries' providers of the trees ``tree_ids``, their resources not written
+    (:func:`fetch_summaries`; written: :func:`_summary`)."""
+    return q.summary_stmt("tree_ids")
+
+
+@functools.cache
+def summary_inventories() -> sa.Select:
+    return q.summary_inventories_stmt("tree_ids")
+
+
+@functools.cache
+def summary_inventories_of() -> sa.Select:
+    return q.summary_inventories_of("summary_ids")
+
+
+@functools.cache
+def summary_trait_names() -> sa.Select:
+    return q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
+
+
+@functools.cache
+def summary_untraited() -> sa.Select:
+    """The summaries' providers without their trait ids, of every tree, with
+    :func:`every_trait_text` (MySQL/MariaDB, summaries of nearly the whole cloud:
+    :func:`fetch_summaries`)."""
+    return q.summary_stmt(None, trait_ids=False)
+
+
+@functools.cache
+def every_trait_text() -> sa.Select:
+    """Every provider's trait ids as one text (:func:`every_trait_texts`)."""
+    return q.every_trait_text_stmt()
+
+
+def fetch_summaries(
+    conn: Connection,
+    root_ids: set[int],
+    rc_names: Mapping[int, str],
+    *,
+    written: bool | None = None,
+    inventory: Sequence[Sequence[Any]] | None = None,
+    cloud_roots: Sequence[int] | None = None,
+) -> SummaryRows:
+    """Summaries of every provider in the trees ``root_ids``, kept as read:
+    :class:`SummaryRows` writes or shapes them only when rendered or read.
+    ``inventory``: (provider ids, class ids, capacities, usages) columns of every
+    inventory of those trees (and maybe of others: only the summarised providers' are
+    used), already read with a group's statement (:func:`load_groups`
+    ``summary_rows``); without, they are read here (where the database does not write
+    the resources).
+
+    One row per provider with its trait ids (:func:`~._sql.summary_stmt`; on
+    MySQL/MariaDB as one JSON text, :func:`json_rows`), then the names of the distinct
+    ids (one small statement, none without traits). Without ``inventory``, resources
+    are ``written`` as JSON text by the database where its driver decodes values
+    slowly (default: :func:`rpquery.store.dialects.renders_summaries`, MySQL/MariaDB),
+    else read as inventory rows (one more statement) for Python to write; a provider
+    whose resources the database could not write exactly (a capacity of 2**53 or more)
+    has its inventory rows read too.
+
+    ``cloud_roots``: the root of every inventory of the cloud (with ``inventory``, read
+    over every root); when ``root_ids`` are at least half of those trees, on
+    MySQL/MariaDB the trait ids of every provider come as one text
+    (:func:`every_trait_texts`), not from a subquery per summarised provider, and the
+    providers' statement reads every provider (no list of thousands of trees to render
+    inline), those of other trees dropped here."""
+    if written is None:
+        written = inventory is None and dialects.renders_summaries(conn)
+    params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
+    as_json = dialects.rows_as_json(conn)
+    read = json_rows if as_json else driver_rows
+    small = len(root_ids) <= SUMMARY_SMALL
+    every_trait = as_json and not written and cloud_roots is not None and not small
+    if every_trait and 2 * len(root_ids) >= len(set(cloud_roots)):  # type: ignore[arg-type]
+        texts = every_trait_texts(conn)
+    else:
+        texts = None
+    named = sorted(rc_names.items())[:SUMMARY_NAMED] if written else []
+    for i, (rc, name) in enumerate(named):  # class names bound, quoted (no join per inventory)
+        params[f"summary_rc{i}"] = rc
+        params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
+    if small:  # providers, inventories, trait names: one statement
+        with_inventory = not written and inventory is None
+        stmt = _summary_small(written, len(named), with_inventory)
+        rows = read(conn, stmt, params)
+        return _small_summaries(conn, rows, rc_names, inventory, written, with_inventory)
+    if written:
+        providers = read(conn, _summary(len(named)), params)
+    else:
+        if texts is None:
+            providers = read(conn, summary_providers(), params)
+        else:  # every provider (no list of thousands of trees to render), kept here
+            every = read(conn, summary_untraited(), {})
+            providers = [row for row in every if row[4] in root_ids]
+    if not written:
+        inventory_rows = (
+            driver_rows(conn, summary_inventories(), params) if inventory is None else None
+        )
+    else:
+        unwritten = [row[0] for row in providers if row[5] is None]
+        inventory_rows = []
+        if unwritten:
+            ids = {"summary_ids": unwritten}
+            inventory_rows = driver_rows(conn, summary_inventories_of(), ids)
+    column = None if texts is None else [texts.get(row[0]) for row in providers]
+    trait_texts = set(column if column is not None else [row[-1] for row in providers])
+    trait_texts.discard(None)
+    trait_ids = sorted({int(t) for text in trait_texts for t in text.split(",")})
+    trait_names: dict[int, str] = {}
+    if trait_ids:
+        rows = driver_rows(conn, summary_trait_names(), {"summary_trait_ids": trait_ids})
+        trait_names = {int(ident): name for ident, name in rows}
+    return SummaryRows.from_driver(
+        providers,
+        inventory_rows,
+        trait_names,
+        rc_names,
+        inventory_columns=inventory,
+        trait_column=column,
+    )
+
+
+def every_trait_texts(conn: Connection) -> dict[int, str] | None:
+    """Every provider's trait ids as text (``"12,7,30"``, as
+    :func:`~._sql.summary_trait_ids` writes them), by provider id, from one JSON text
+    (:func:`~._sql.every_trait_text_stmt`); ``None`` when the text came back cut short
+    (fewer providers than counted, no JSON, ``NULL`` past ``max_allowed_packet``): the
+    caller reads them per provider instead."""
+    ((count, text),) = driver_rows(conn, every_trait_text(), {})
+    if not count:
+        return {}
+    try:
+        pairs = orjson.loads(text) if text is not None else None
+    except orjson.JSONDecodeError:
+        pairs = None
+    if not isinstance(pairs, list) or len(pairs) != count:
+        return None
+    return dict(pairs)
+
+
+def _small_summaries(
+    conn: Connection,
+    rows: Sequence[Sequence[Any]],
+    rc_names: Mapping[int, str],
+    inventory: Sequence[Sequence[Any]] | None,
+    written: bool,
+    with_inventory: bool,
+) -> SummaryRows:
+    """:class:`SummaryRows` of :func:`~._sql.summary_small_stmt`'s rows: a provider's
+    has a uuid, an inventory's neither a uuid nor a name, a trait's a name only. The
+    inventory rows of providers whose resources the database did not write come from
+    one more statement, as in :func:`fetch_summaries`."""
+    providers: list[Sequence[Any]] = []
+    inventory_rows: list[tuple[Any, ...]] = []
+    trait_names: dict[int, str] = {}
+    for row in rows:
+        if row[1] is not None:
+            providers.append(row[:-1] if with_inventory else row)
+        elif row[2] is not None:
+            trait_names[int(row[0])] = row[2]
+        else:  # (provider, class, capacity, used)
+            inventory_rows.append((row[0], row[3], row[-1], row[4]))
+    unwritten = [row[0] for row in providers if row[5] is None] if written else []
+    if unwritten:
+        inventory_rows = driver_rows(conn, summary_inventories_of(), {"summary_ids": unwritten})
+    return SummaryRows.from_driver(
+        providers,
+        inventory_rows if inventory is None else None,
+        trait_names,
+        rc_names,
+        inventory_columns=inventory,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _summary_small(written: bool, named: int, inventories: bool) -> sa.CompoundSelect:
+    return q.summary_small_stmt(
+        "tree_ids", resources=written, named=named, inventories=inventories
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _summary(named: int) -> sa.Select:
+    """The summaries' providers with their resources written, ``named`` classes named
+    by bound values (:func:`~rpquery.read.candidates._sql.summary_resources`)."""
+    return q.summary_stmt("tree_ids", resources=True, named=named)
+
+
+def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:
+    """Uuids of providers outside the summarised trees (an anchor that only sharing
+    providers served): ``SELECT id, uuid FROM resource_providers WHERE id IN (:ids)``."""
+    rows = conn.execute(_uuids(), {"uuid_ids": sorted(ids)})
+    return {int(ident): uuid for ident, uuid in rows}
+
+
+@functools.cache
+def _uuids() -> sa.Select:
+    rp = resource_providers
+    return sa.select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(ids_param("uuid_ids")))
