@@ -38,7 +38,7 @@ from rpquery.errors import (
     SchemaError,
 )
 from rpquery.store import dialects
-from rpquery.store.dialects._mysql import SQL_MODE as MYSQL_SQL_MODE
+from rpquery.store.dialects import MYSQL_SQL_MODE
 from rpquery.store.urls import DEFAULT_URL, REPLICA_URLS_ENV, split_urls
 
 __all__ = [
@@ -66,8 +66,9 @@ _URL_FORMS = "sqlite://, postgresql:// and mysql:// (or mariadb://)"
 Tracer = Callable[[str, Any], None]
 
 
-#: The backends rpquery runs on (SQLAlchemy's dialect names, with their aliases).
-SUPPORTED_BACKENDS = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
+#: The backends rpquery runs on (SQLAlchemy's dialect names, with their aliases): the
+#: registry's (:data:`rpquery.store.dialects.BACKEND_NAMES`).
+SUPPORTED_BACKENDS = dialects.BACKEND_NAMES
 
 
 def normalize_url(url: str | URL) -> URL:

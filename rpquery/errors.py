@@ -128,15 +128,62 @@ class ConcurrentUpdate(Conflict):
     """A generation check failed, or the database reported a deadlock or
     serialization failure: someone else changed the object first. Re-read and retry.
     Also a Galera node outside the primary component refusing the statement (nothing
-    was written; the retry runs on another connection)."""
+    was written; the retry runs on another connection).
+
+    A consumer's generation check that failed carries its data: ``consumer`` (uuid),
+    ``expected_generation`` (what the caller gave; ``None``: a new consumer) and
+    ``actual_generation`` (the database's; ``None``: no such consumer). ``consumer`` is
+    ``None`` when the error is not (or not only) such a check.
+
+    >>> e = ConcurrentUpdate("rpquery.consumer.generation_conflict", "stale", token="c",
+    ...                      consumer="c", expected_generation=1, actual_generation=2)
+    >>> e.consumer, e.expected_generation, e.actual_generation
+    ('c', 1, 2)
+    """
 
     default_code = "rpquery.concurrent_update"
 
+    def __init__(
+        self,
+        code: str | None = None,
+        detail: str = "",
+        *,
+        token: str | None = None,
+        consumer: str | None = None,
+        expected_generation: int | None = None,
+        actual_generation: int | None = None,
+    ):
+        super().__init__(code, detail, token=token)
+        self.consumer = consumer
+        self.expected_generation = expected_generation
+        self.actual_generation = actual_generation
+
 
 class CapacityExceeded(Conflict):
-    """An allocation does not fit the provider's capacity or unit constraints."""
+    """An allocation does not fit the provider's capacity or unit constraints:
+    ``provider`` (uuid) and ``resource_class`` say which inventory (``None`` when not
+    known).
+
+    >>> e = CapacityExceeded("rpquery.allocation.capacity_exceeded", "full", token="VCPU",
+    ...                      provider="rp-1", resource_class="VCPU")
+    >>> e.provider, e.resource_class
+    ('rp-1', 'VCPU')
+    """
 
     default_code = "rpquery.capacity_exceeded"
+
+    def __init__(
+        self,
+        code: str | None = None,
+        detail: str = "",
+        *,
+        token: str | None = None,
+        provider: str | None = None,
+        resource_class: str | None = None,
+    ):
+        super().__init__(code, detail, token=token)
+        self.provider = provider
+        self.resource_class = resource_class
 
 
 class InUse(Conflict):

@@ -540,6 +540,19 @@ def load_cloud(
         ):
             dialects.sync_id_sequence(conn, table)
     dialects.refresh_after_bulk_load(db.engine, BULK_TABLES)
+    return _summary_of(spec, plan, writer, people, n_consumers, started, grouped)
+
+
+def _summary_of(
+    spec: CloudSpec,
+    plan: _Plan,
+    writer: _Writer,
+    people: _People,
+    n_consumers: int,
+    started: float,
+    grouped: bool,
+) -> CloudSummary:
+    """What :func:`load_cloud` wrote."""
     uuid_of = {p[0]: p[1] for p in plan.providers}
     step = max(1, len(plan.hosts) // 10)
     return CloudSummary(

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from rpquery._validation import matches
 from rpquery.errors import InvalidRequest
@@ -36,7 +37,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ResourceProvider:
-    """One resource provider as stored: ``root_uuid`` is its own uuid for a root."""
+    """One resource provider as stored, written (:mod:`rpquery.write.providers`) and
+    listed (:func:`rpquery.read.providers.list_providers`): ``root_uuid`` is its own uuid
+    for a root."""
 
     uuid: str
     name: str
@@ -47,6 +50,16 @@ class ResourceProvider:
     @property
     def is_root(self) -> bool:
         return self.parent_uuid is None
+
+    def to_placement(self) -> dict[str, Any]:
+        """Placement's JSON of a provider as ``GET /resource_providers`` lists it."""
+        return {
+            "uuid": self.uuid,
+            "name": self.name,
+            "generation": self.generation,
+            "root_provider_uuid": self.root_uuid,
+            "parent_provider_uuid": self.parent_uuid,
+        }
 
 
 @dataclass(frozen=True)
@@ -146,16 +159,22 @@ class Consumer:
 
 # ---------------------------------------------------------------- pure input checks
 
-_CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]{1,255}")
+#: A consumer type name: ``[A-Z0-9_]`` characters, 1 to 255 of them (the one rule: the
+#: writes, the usage reads and their filters check it here).
+CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]{1,255}")
 
 
 def check_consumer_type(name: object) -> str:
     """A consumer type name matches ``[A-Z0-9_]+`` as a whole, at most 255 characters
-    (``rpquery.consumer.bad_type``; docs/design.md#consumer-types)."""
-    if not matches(_CONSUMER_TYPE_RE, name):
+    (``rpquery.consumer.bad_type``; docs/design.md#consumer-types).
+
+    >>> check_consumer_type("INSTANCE")
+    'INSTANCE'
+    """
+    if not matches(CONSUMER_TYPE_RE, name):
         raise InvalidRequest(
             "rpquery.consumer.bad_type",
-            f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$",
+            f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$ (1-255 characters)",
             token=str(name),
         )
     return str(name)

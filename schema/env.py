@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
+from sqlalchemy.engine import Connection
 
+from rpquery.store import dialects
 from rpquery.store.migrations import VERSION_TABLE, include_object
 from rpquery.store.tables import metadata
 
 config = context.config
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
+    # an unknown dialect is refused (InvalidRequest rpquery.db.unsupported_dialect), not
+    # given another backend's DDL by a migration's ``else``
+    dialects.backend(connection.dialect.name)
     context.configure(
         connection=connection,
         target_metadata=metadata,

@@ -399,12 +399,12 @@ def test_whole_number_rows_as_one_text_are_the_rows(
         ]
         assert any(None in row for got in rows for row in got)  # a root's parent
         assert [sorted(got) for got in runner._text_rows(conn, whole)] == rows
-        monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", 16)
+        monkeypatch.setattr(dialects._mysql, "GROUP_CONCAT_MAX_LEN", 16)
         assert [sorted(got) for got in runner._text_rows(conn, whole)] == rows
         monkeypatch.undo()
         # the roots' text cut short too (a fresh engine compiles it with the tiny length)
         plain = bt.select_roots(conn, req, names, (), bt.Batch(30, walk=True)).ids
-        monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", 16)
+        monkeypatch.setattr(dialects._mysql, "GROUP_CONCAT_MAX_LEN", 16)
         tiny = Database(walk.url)
         try:
             with tiny.engine.connect() as short:

@@ -104,7 +104,7 @@ def _expected(trees: dict[str, Ref]) -> dict[str, ProviderSummary]:
 @pytest.fixture(params=["small", "big"])
 def answer_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Summaries read as a small answer's (one statement,
-    :func:`~rpquery.read.candidates._sql.summary_small_stmt`) or as a big one's."""
+    :func:`~rpquery.read.candidates._summary_sql.summary_small_stmt`) or as a big one's."""
     if request.param == "big":
         monkeypatch.setattr(sm, "SUMMARY_SMALL", 0)
     return str(request.param)
@@ -289,7 +289,7 @@ def test_every_trait_at_once_as_per_provider(
         str(t) for t in _trait_ids(db, trees["cn"].id)
     )
     # long enough for each provider's ids, too short for the text of all
-    monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", max(map(len, texts.values())) + 1)
+    monkeypatch.setattr(dialects._mysql, "GROUP_CONCAT_MAX_LEN", max(map(len, texts.values())) + 1)
     tiny = Database(db.url)  # a fresh engine compiles the statements with that length
     try:
         with tiny.engine.connect() as short:
@@ -415,7 +415,7 @@ def test_summary_rows_as_one_json_text_are_the_rows(
     # the separator in the second case: no JSON either way)
     second = full.index("],[", full.index("],[") + 1) + 1
     for tiny_len in (len(full[:second].encode()) - 5, len(full[:second].encode())):
-        monkeypatch.setattr(dialects, "GROUP_CONCAT_MAX_LEN", tiny_len)
+        monkeypatch.setattr(dialects._mysql, "GROUP_CONCAT_MAX_LEN", tiny_len)
         tiny = Database(db.url)  # a fresh engine compiles the statements with that length
         try:
             with tiny.engine.connect() as short:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -535,3 +536,23 @@ def test_a_url_copied_from_placement_logs_works(cli: Invoke) -> None:
     encoded = cli("candidates", "resources=VCPU%3A1&required=%21CUSTOM_GPU&limit=1", "--json")
     assert encoded.exit_code == 0, encoded.output
     assert len(json.loads(encoded.stdout)["allocation_requests"]) == 1
+
+
+def test_serve_has_one_option_per_limit_with_its_default_help_and_range() -> None:
+    """``rpquery serve``'s limit options are made from :class:`Limits`' fields: each
+    field is an option with the field's default and help, and a value of 0 is refused
+    before anything starts (exit 2, click's usage error)."""
+    import dataclasses
+
+    from rpquery.api.limits import Limits
+    from rpquery.cli.serve import serve
+
+    options = {p.name: p for p in serve.params}
+    for limit in dataclasses.fields(Limits):
+        option = options[limit.name]
+        assert option.opts == [f"--{limit.name.replace('_', '-')}"]
+        assert option.default == limit.default and option.help == limit.metadata["help"]
+        refused = CliRunner().invoke(main, ["serve", option.opts[0], "0"])
+        assert refused.exit_code == 2 and "Invalid value" in refused.stderr, refused.output
+    fields = options["limit_request_fields"].type
+    assert isinstance(fields, click.IntRange) and fields.max == 32768

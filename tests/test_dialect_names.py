@@ -13,6 +13,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import mssql, mysql, postgresql, sqlite
+
+from rpquery.db import SUPPORTED_BACKENDS
+from rpquery.errors import InvalidRequest
+from rpquery.store import dialects
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "rpquery"
 DIALECTS = PACKAGE / "store" / "dialects"
@@ -84,7 +92,7 @@ def test_the_check_finds_each_form() -> None:
         'if dialect_name == "postgresql": pass',
         'ok = url.get_backend_name() == "sqlite"',
         'ok = "mariadb" == name',
-        'ok = engine.dialect.name == wanted',
+        "ok = engine.dialect.name == wanted",
     ]
     for source in caught:
         assert dialect_tests(source) == [1], source
@@ -96,3 +104,25 @@ def test_the_check_finds_each_form() -> None:
     ]
     for source in passed:
         assert dialect_tests(source) == [], source
+
+
+def test_an_unknown_dialect_is_refused_loudly() -> None:
+    """The registry is the only list of backends: another dialect gets an error, never
+    another backend's SQL (a construct with no standard spelling) or behaviour."""
+    assert SUPPORTED_BACKENDS == dialects.BACKEND_NAMES
+    with pytest.raises(InvalidRequest) as refused:
+        dialects.backend("mssql")
+    assert refused.value.code == "rpquery.db.unsupported_dialect"
+    col = sa.column("x", sa.Integer)
+    constructs = [
+        dialects.random_order(),
+        dialects.least(col, col),
+        dialects.json_quote(col),
+        dialects.concat_agg(col),
+        dialects.json_rows(col),
+    ]
+    for construct in constructs:
+        for known in (sqlite.dialect(), postgresql.dialect(), mysql.dialect()):
+            assert str(construct.compile(dialect=known))  # each backend spells it
+        with pytest.raises(sa.exc.CompileError, match="no spelling for the 'mssql' dialect"):
+            construct.compile(dialect=mssql.dialect())

@@ -123,3 +123,28 @@ def test_links_into_design_md_name_its_sections() -> None:
     }
     assert len(links) > 20
     assert sorted(link for link in links if link[1] not in anchors) == []
+
+
+#: a work period and its number, which must not date the project's history: name a date,
+#: a commit or a release instead (written in two parts: this file does not match itself)
+WORK_PERIOD = re.compile(r"\bsess" + r"ion[ _-]?\d", re.IGNORECASE)
+
+
+def work_period_mentions() -> list[str]:
+    """Lines and result file names of the project that date something by a work period."""
+    found = []
+    paths = [ROOT / "README.md", ROOT / "Makefile"]
+    for folder in ("rpquery", "schema", "tests", "docs", "benchmarks", "scripts"):
+        paths += [p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".md", ".txt")]
+    for path in paths:
+        if WORK_PERIOD.search(path.name):
+            found.append(str(path.relative_to(ROOT)))
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if WORK_PERIOD.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}")
+    return found
+
+
+def test_no_work_period_names_a_time() -> None:
+    assert work_period_mentions() == []
+    assert WORK_PERIOD.search("the figures of Sess" + "ion 7")

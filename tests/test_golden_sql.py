@@ -14,6 +14,7 @@ from sqlalchemy.engine import Dialect
 from rpquery.insight import _why_sql as why_sql
 from rpquery.read import _clauses as clauses
 from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates import _summary_sql as qs
 from rpquery.read.providers import providers_stmt
 from rpquery.read.request import parse_candidates, parse_providers
 from rpquery.store import dialects
@@ -261,7 +262,7 @@ TRUNCATED = {
 
 def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
     name = dialect.name
-    text = sql(q.summary_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
+    text = sql(qs.summary_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
     # one row per provider: no ORDER BY (sorted by uuid in Python), no join, no GROUP BY
     text = text.replace("/*+ SET_VAR(group_concat_max_len = 16777216) */ ", "")  # MySQL 8
     assert text.startswith(
@@ -270,7 +271,7 @@ def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
     assert text.endswith(TREES_CLAUSE[name]), text
     assert TRAIT_IDS[name] in text
     assert "GROUP BY" not in text and "JOIN" not in text and "inventories" not in text
-    inventories = sql(q.summary_inventories_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
+    inventories = sql(qs.summary_inventories_stmt("tree_ids").params(tree_ids=[1, 2]), dialect)
     assert inventories.startswith("SELECT inv.resource_provider_id, inv.resource_class_id, "), (
         inventories
     )
@@ -278,13 +279,13 @@ def test_summary_statements_only_for_returned_trees(dialect: Dialect) -> None:
     assert "resource_classes" not in inventories  # classes come back as ids
     # usage: the stored row of each returned inventory, never a sum over allocations
     assert USAGE_JOIN in inventories and "allocations" not in inventories
-    names = sql(q.summary_trait_names_stmt([7, 3]), dialect)
+    names = sql(qs.summary_trait_names_stmt([7, 3]), dialect)
     assert names.startswith("SELECT t.id, t.name FROM traits AS t WHERE t.id IN ("), names
 
 
 def test_summary_resources_written_by_the_database(dialect: Dialect) -> None:
     name = dialect.name
-    text = sql(q.summary_stmt("tree_ids", resources=True).params(tree_ids=[1, 2]), dialect)
+    text = sql(qs.summary_stmt("tree_ids", resources=True).params(tree_ids=[1, 2]), dialect)
     assert text.endswith(TREES_CLAUSE[name]), text
     assert TRAIT_IDS[name] in text
     # one correlated subquery per provider: its classes by name, capacity truncated,
@@ -300,7 +301,7 @@ def test_summary_resources_written_by_the_database(dialect: Dialect) -> None:
     # as fetch_summaries sends it: the classes' names bound, quoted, no join per
     # inventory; a class not bound looked up by a subquery
     values = {"tree_ids": [1, 2], "summary_rc0": 0, "summary_rc_name0": '"VCPU"'}
-    named = sql(q.summary_stmt("tree_ids", resources=True, named=1).params(values), dialect)
+    named = sql(qs.summary_stmt("tree_ids", resources=True, named=1).params(values), dialect)
     assert "resource_classes AS rc ON" not in named and USAGE_JOIN in named
     assert named.count("CASE inv.resource_class_id WHEN ") == 1, named
     assert named.count(" THEN ") == text.count(" THEN ") + 1  # the one class bound
@@ -311,10 +312,10 @@ def test_summary_resources_written_by_the_database(dialect: Dialect) -> None:
         ), text
         maria = mysql.dialect()
         maria.is_mariadb = True
-        assert sql(q.summary_stmt("tree_ids").params(tree_ids=[1, 2]), maria).startswith(
+        assert sql(qs.summary_stmt("tree_ids").params(tree_ids=[1, 2]), maria).startswith(
             "SET STATEMENT group_concat_max_len = 16777216 FOR SELECT rp.id"
         )
-    of = sql(q.summary_inventories_of("summary_ids").params(summary_ids=[5]), dialect)
+    of = sql(qs.summary_inventories_of("summary_ids").params(summary_ids=[5]), dialect)
     assert USAGE_JOIN in of and "inv.resource_provider_id" in of.split("WHERE")[1]
 
 

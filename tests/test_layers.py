@@ -186,3 +186,58 @@ def test_the_check_catches_upward_and_sideways_imports() -> None:
     assert violations("rpquery.read.providers", {"rpquery.write.allocations"}) != []
     assert violations("rpquery.write.allocations", {"rpquery.api.app"}) != []
     assert violations("rpquery.server_groups.scheduling", {"rpquery.insight.why"}) != []
+
+
+def private_imports(module: str) -> list[str]:
+    """Imports by ``module`` of another package's private (underscore) modules: a
+    package's public modules are its seam (``rpquery.read.engine``, not
+    ``rpquery.read.candidates._execute``)."""
+    _, own = layer_of(module)
+    bad = []
+    for target in sorted(imports(module)):
+        _, package = layer_of(target)
+        inner = target.removeprefix(package).split(".")[1:]
+        if package != own and any(part.startswith("_") for part in inner):
+            bad.append(f"{module} imports {target}")
+    return bad
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_of_another_package_s_private_module(module: str) -> None:
+    assert private_imports(module) == []
+
+
+def test_the_check_catches_a_private_import() -> None:
+    assert private_imports("rpquery.read.providers") == []
+    assert "rpquery.read._names" in imports("rpquery.read.providers")  # its own: allowed
+
+
+#: Sizes that keep the package readable (docs/architecture.md): no module over 800
+#: lines, no function over 60 (its docstring included).
+MODULE_LINES = 800
+FUNCTION_LINES = 60
+
+
+def oversized(path: Path) -> list[str]:
+    text = path.read_text()
+    found = []
+    if len(text.splitlines()) > MODULE_LINES:
+        found.append(f"{path.name}: {len(text.splitlines())} lines")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > FUNCTION_LINES:
+                found.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m, p in MODULES.items() if "rpquery" in p.parts))
+def test_modules_and_functions_stay_small(module: str) -> None:
+    assert oversized(MODULES[module]) == []
+
+
+def test_the_size_check_sees_a_long_function(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(FUNCTION_LINES))
+    long = tmp_path / "long.py"
+    long.write_text(f"def f() -> None:\n{body}")
+    assert oversized(long) == [f"long.py:1 f: {FUNCTION_LINES + 1} lines"]

@@ -35,7 +35,7 @@ from tests.conftest import IN_CI
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What a wheel is built from (the rest of the tree is not part of the distribution).
-SOURCES = ("rpquery", "schema", "pyproject.toml", "README.md", "setup.py")
+SOURCES = ("src", "rpquery", "schema", "pyproject.toml", "README.md", "setup.py")
 #: Signs that a build failed for want of PyPI, not because of the project.
 OFFLINE = ("No matching distribution found for setuptools", "NewConnectionError",
            "Temporary failure in name resolution", "Network is unreachable")
@@ -76,7 +76,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if not (ROOT / name).exists():
             continue
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name,
+            shutil.copytree(ROOT / name, src / name, symlinks=True,
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(ROOT / name, src / name)

@@ -27,7 +27,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
@@ -42,20 +42,39 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 @dataclass(frozen=True)
 class Limits:
-    """The limits of ``rpquery serve`` (see docs/api.md, "Limits")."""
+    """The limits of ``rpquery serve`` (see docs/api.md, "Limits"). Each field's
+    ``metadata`` holds the help of its ``rpquery serve`` option (``--max-body-size`` ...,
+    made from the fields by :mod:`rpquery.cli.serve`) and, where there is one, its
+    ``max``; every limit is above 0."""
 
     #: Largest request body, in bytes (1 MiB: 9x oslo.middleware's 112 KiB default).
-    max_body_size: int = 1_048_576
+    max_body_size: int = field(
+        default=1_048_576, metadata={"help": "Largest request body in bytes; larger: 413."}
+    )
     #: Seconds a request body may take to arrive, from the end of its headers.
-    body_timeout: float = 20.0
+    body_timeout: float = field(
+        default=20.0, metadata={"help": "Seconds a request body may take to arrive; slower: 408."}
+    )
     #: Seconds any one read of a client's request line or headers may wait.
-    read_timeout: float = 20.0
+    read_timeout: float = field(
+        default=20.0,
+        metadata={
+            "help": "Seconds one read of a request line or header may wait (gevent workers)."
+        },
+    )
     #: Longest request line (method, path and query string), in bytes.
-    limit_request_line: int = 1_048_576
-    #: Most header fields in a request.
-    limit_request_fields: int = 100
+    limit_request_line: int = field(
+        default=1_048_576,
+        metadata={"help": "Longest request line in bytes (path and query string); longer: 414."},
+    )
+    #: Most header fields in a request (gunicorn takes at most 32768).
+    limit_request_fields: int = field(
+        default=100, metadata={"help": "Most header fields; more: 431.", "max": 32768}
+    )
     #: Longest header field (name and value), in bytes.
-    limit_request_field_size: int = 8190
+    limit_request_field_size: int = field(
+        default=8190, metadata={"help": "Longest header field in bytes; longer: 431."}
+    )
 
 
 class BodyLimit:

@@ -16,8 +16,9 @@ objects: ``--extra-specs JSON`` [``--nova-compat``] (docs/aggregate-metadata.md)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
+    "PolicyFlags",
     "build_policies",
     "candidate_params",
     "candidates",
@@ -107,16 +109,39 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+class PolicyFlags(NamedTuple):
+    """``--extra-specs``, ``--nova-compat`` and ``--server-group`` as given: what a
+    command of :func:`policy_options` receives as ``policy``."""
+
+    extra_specs: str | None = None
+    nova_compat: bool = False
+    server_group: str | None = None
+
+    def build(self, db: Database) -> list[HostPolicy]:
+        """The host policies (:func:`build_policies`)."""
+        return build_policies(db, self.extra_specs, self.nova_compat, self.server_group)
+
+
 def policy_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--extra-specs``, ``--nova-compat`` and ``--server-group`` (host policies)."""
+    """``--extra-specs``, ``--nova-compat`` and ``--server-group`` (host policies); the
+    command receives them as one ``policy: PolicyFlags``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flags = PolicyFlags(
+            kwargs.pop("extra_specs"), kwargs.pop("nova_compat"), kwargs.pop("server_group")
+        )
+        return fn(*args, policy=flags, **kwargs)
+
     options = [
         click.option("--extra-specs", help="Flavor extra specs as a JSON object."),
         click.option("--nova-compat", is_flag=True, help="Evaluate --extra-specs as nova does."),
         click.option("--server-group", help="Filter and order hosts by this group's policy."),
     ]
+    command: Callable[..., Any] = wrapper
     for option in reversed(options):
-        fn = option(fn)
-    return fn
+        command = option(command)
+    return command
 
 
 # ---------------------------------------------------------------- policies
@@ -203,9 +228,7 @@ def candidates(
     query: str | None,
     randomize: bool,
     max_search_steps: int | None,
-    extra_specs: str | None,
-    nova_compat: bool,
-    server_group: str | None,
+    policy: PolicyFlags,
     out: Output,
     **flags: Any,
 ) -> None:
@@ -218,7 +241,7 @@ def candidates(
     if randomize:
         request = dataclasses.replace(request, randomize=True)
     db = get_db()
-    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    policies = policy.build(db)
     result = allocation_candidates(
         db, request, policies=policies, max_search_steps=max_search_steps
     )
@@ -247,9 +270,7 @@ def providers(
     required: tuple[str, ...],
     member_of: tuple[str, ...],
     in_tree: str | None,
-    extra_specs: str | None,
-    nova_compat: bool,
-    server_group: str | None,
+    policy: PolicyFlags,
     out: Output,
 ) -> None:
     """Resource providers (GET /resource_providers, microversion 1.39).
@@ -271,7 +292,7 @@ def providers(
 
     request = parse_providers(params)
     db = get_db()
-    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    policies = policy.build(db)
     found = provider_list.list_providers(db, request, policies=policies)
     out.emit(providers_listing(found), lambda: provider_list.to_placement(found))
 
@@ -352,9 +373,7 @@ def explain(
     as_providers: bool,
     analyze: bool,
     plan: bool,
-    extra_specs: str | None,
-    nova_compat: bool,
-    server_group: str | None,
+    policy: PolicyFlags,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -369,13 +388,13 @@ def explain(
     run: Callable[[], Any]
     if as_providers:
         providers_request = parse_providers(params)
-        policies = build_policies(db, extra_specs, nova_compat, server_group)
+        policies = policy.build(db)
         from rpquery.read.providers import list_providers
 
         run = lambda: list_providers(db, providers_request, policies=policies)  # noqa: E731
     else:
         request = parse_candidates(params)
-        policies = build_policies(db, extra_specs, nova_compat, server_group)
+        policies = policy.build(db)
         run = lambda: allocation_candidates(db, request, policies=policies)  # noqa: E731
     _, sent = db.capture_selects(run)
     out = [

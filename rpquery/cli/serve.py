@@ -10,7 +10,9 @@ win over it. Needs ``rpquery[openstack]`` (oslo.config, oslo.policy, keystonemid
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -21,6 +23,27 @@ from rpquery.errors import InvalidRequest
 from rpquery.store import migrations
 
 __all__ = ["COMMANDS", "serve"]
+
+
+def _limit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """One option a field of :class:`Limits` (``max_body_size``: ``--max-body-size``),
+    its default, help and range from the field: a whole number from 1 (to the field's
+    ``max``), or a number of seconds above 0."""
+    for limit in reversed(dataclasses.fields(Limits)):
+        kind: click.ParamType
+        if isinstance(limit.default, int):
+            kind = click.IntRange(1, limit.metadata.get("max"))
+        else:
+            kind = click.FloatRange(min=0, min_open=True)
+        option = click.option(
+            f"--{limit.name.replace('_', '-')}",
+            default=limit.default,
+            show_default=True,
+            type=kind,
+            help=limit.metadata["help"],
+        )
+        fn = option(fn)
+    return fn
 
 
 @click.command("serve")
@@ -92,48 +115,7 @@ __all__ = ["COMMANDS", "serve"]
     help="gunicorn worker: gevent (default; slow clients hold greenlets, not workers), "
     "gthread (default with --threads > 1) or sync.",
 )
-@click.option(
-    "--max-body-size",
-    default=Limits.max_body_size,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Largest request body in bytes; larger: 413.",
-)
-@click.option(
-    "--body-timeout",
-    default=Limits.body_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds a request body may take to arrive; slower: 408.",
-)
-@click.option(
-    "--read-timeout",
-    default=Limits.read_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds one read of a request line or header may wait (gevent workers).",
-)
-@click.option(
-    "--limit-request-line",
-    default=Limits.limit_request_line,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Longest request line in bytes (path and query string); longer: 414.",
-)
-@click.option(
-    "--limit-request-fields",
-    default=Limits.limit_request_fields,
-    show_default=True,
-    type=click.IntRange(1, 32768),
-    help="Most header fields; more: 431.",
-)
-@click.option(
-    "--limit-request-field-size",
-    default=Limits.limit_request_field_size,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Longest header field in bytes; longer: 431.",
-)
+@_limit_options
 @handles_errors
 def serve(
     bind: str,

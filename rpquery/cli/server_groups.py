@@ -4,6 +4,7 @@
     $ rpquery server-group create --name web --policy soft-anti-affinity \\
           --project P --user U --json
     $ rpquery server-group show 5bbcc3c4-1da2-4437-a48a-66f15b1b13f9 --json
+    $ rpquery server-group list --project P -f csv
     $ rpquery schedule 'resources=VCPU:1,MEMORY_MB:512' --server-group 5bbcc3c4-... \\
           --project P --user U --consumer-type INSTANCE --count 2 --json
     $ rpquery move 'resources=VCPU:1' --instance 0f5b... --action migrate --json
@@ -18,7 +19,7 @@ import click
 
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.cli._common import query_pairs as _pairs
-from rpquery.cli._format import Listing, Output, output_options
+from rpquery.cli._format import Cell, Listing, Output, output_options
 from rpquery.server_groups import groups as sg
 from rpquery.server_groups import weighers as w
 
@@ -67,6 +68,25 @@ def _with_weigher_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: The columns of ``server-group list`` and the fields of ``server-group create -f``.
+GROUP_FIELDS = ("uuid", "name", "policy", "rules", "project_id", "user_id")
+
+
+def _group_row(group: sg.ServerGroup) -> list[Any]:
+    """A group's values in :data:`GROUP_FIELDS` order; rules as ``k=v`` text, a mapping
+    as data."""
+    rules = dict(group.rules)
+    text = ", ".join(f"{k}={v}" for k, v in rules.items())
+    return [
+        group.uuid,
+        group.name,
+        group.policy,
+        Cell(text, rules),
+        group.project_id,
+        group.user_id,
+    ]
+
+
 @click.group("server-group")
 def server_group() -> None:
     """Server groups: affinity, anti-affinity, soft-affinity, soft-anti-affinity."""
@@ -103,15 +123,26 @@ def create(
     if out.is_table and not out.columns:
         click.echo(group.uuid)
         return
-    fields = {
-        "uuid": group.uuid,
-        "name": group.name,
-        "policy": group.policy,
-        "rules": dict(group.rules),
-        "project_id": group.project_id,
-        "user_id": group.user_id,
-    }
+    fields = dict(zip(GROUP_FIELDS, _group_row(group), strict=True))
     out.show(fields, "server group", lambda: sg.ServerGroupDetail(group, ()).as_dict())
+
+
+@server_group.command("list")
+@click.option("--project", default=None, help="Only the groups of this project (external id).")
+@output_options
+@handles_errors
+def list_(project: str | None, out: Output) -> None:
+    """Every server group (or one project's), ordered by name."""
+    groups = sg.list_groups(get_db(), project_id=project)
+    rows = [_group_row(g) for g in groups]
+
+    def document() -> list[dict[str, Any]]:
+        return [
+            dict(zip(GROUP_FIELDS, r, strict=True)) | {"rules": dict(g.rules)}
+            for g, r in zip(groups, rows, strict=True)
+        ]
+
+    out.emit(Listing(list(GROUP_FIELDS), rows, "server groups"), document)
 
 
 @server_group.command("show")

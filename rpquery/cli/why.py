@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from rpquery.cli._common import get_db, handles_errors
 from rpquery.cli._format import Listing, Output, output_options
-from rpquery.cli.queries import build_policies, candidate_params, policy_options, request_options
+from rpquery.cli.queries import PolicyFlags, candidate_params, policy_options, request_options
 from rpquery.db import Database
 from rpquery.insight import (
     EXAMPLES,
@@ -119,9 +119,7 @@ def show_rejections(answer: Rejections) -> None:
 def why(
     query: str | None,
     examples: int,
-    extra_specs: str | None,
-    nova_compat: bool,
-    server_group: str | None,
+    policy: PolicyFlags,
     out: Output,
     **flags: Any,
 ) -> None:
@@ -132,7 +130,7 @@ def why(
     """
     request = parse_candidates(candidate_params(query, flags))
     db = get_db()
-    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    policies = policy.build(db)
     answer = explain_no_candidates(db, request, policies=policies, examples=max(examples, 0))
     sharing = sharing_roots(db) if out.is_table else 0
     out.emit(rejections_listing(answer, sharing), answer.to_dict)
@@ -212,9 +210,7 @@ def headroom_command(
     query: str | None,
     group_by: str | None,
     top: int,
-    extra_specs: str | None,
-    nova_compat: bool,
-    server_group: str | None,
+    policy: PolicyFlags,
     out: Output,
     **flags: Any,
 ) -> None:
@@ -225,7 +221,7 @@ def headroom_command(
     """
     request = parse_candidates(candidate_params(query, flags))
     db = get_db()
-    policies = build_policies(db, extra_specs, nova_compat, server_group)
+    policies = policy.build(db)
     answer = headroom(db, request, policies=policies, group_by=group_by)
     members = None
     if group_by == "aggregate" and not out.document:

@@ -47,18 +47,8 @@ from rpquery.insight import _headroom_sql as hq
 from rpquery.insight import _why_sql as w
 from rpquery.insight._why import keys_per_host
 from rpquery.policies.base import HostPolicy
-from rpquery.read.candidates import _sql as q
+from rpquery.read import engine
 from rpquery.read.candidates import search_budget
-from rpquery.read.candidates._batches import Roots
-from rpquery.read.candidates._execute import (
-    NamesKey,
-    Sharing,
-    fetch_names,
-    fetch_sharing,
-    load_groups,
-    names_key,
-)
-from rpquery.read.candidates._search import SearchBudget, plan_slots, search_anchor
 from rpquery.read.request import CandidatesRequest, Params, RequestGroup, as_candidates_request
 from rpquery.store import dialects
 from rpquery.store.runner import driver_rows
@@ -154,10 +144,10 @@ def _run(
     req: CandidatesRequest,
     policies: Sequence[HostPolicy],
     group_by: str | None,
-    budget: SearchBudget,
+    budget: engine.SearchBudget,
 ) -> Headroom:
-    names = fetch_names(conn, req)
-    sharing = fetch_sharing(conn, req, names)
+    names = engine.fetch_names(conn, req)
+    sharing = engine.fetch_sharing(conn, req, names)
     cut: list[bool] = []
     if single_group_sql(req) and not sharing.shared_with:
         hosts, alone, fill = _host_counts(conn, req.groups[0], names)
@@ -187,7 +177,7 @@ def _run(
 def _eligible(
     conn: Connection,
     req: CandidatesRequest,
-    names: q.Names,
+    names: engine.Names,
     policies: Sequence[HostPolicy],
     hosts: list[int],
 ) -> list[int]:
@@ -216,25 +206,25 @@ def _eligible(
 
 
 @functools.lru_cache(maxsize=128)
-def _host_counts_stmt(g: RequestGroup, key: NamesKey) -> Select:
+def _host_counts_stmt(g: RequestGroup, key: engine.NamesKey) -> Select:
     """:func:`rpquery.insight._headroom_sql.host_counts_stmt`, built once per request shape."""
-    return hq.host_counts_stmt(g, q.Names(dict(key[0]), dict(key[1])))
+    return hq.host_counts_stmt(g, engine.Names(dict(key[0]), dict(key[1])))
 
 
 @functools.lru_cache(maxsize=128)
-def _units_stmt(g: RequestGroup, key: NamesKey, shared: tuple[int, ...]) -> Select:
+def _units_stmt(g: RequestGroup, key: engine.NamesKey, shared: tuple[int, ...]) -> Select:
     """:func:`rpquery.insight._headroom_sql.units_stmt`, built once per request shape."""
-    return hq.units_stmt(g, q.Names(dict(key[0]), dict(key[1])), shared)
+    return hq.units_stmt(g, engine.Names(dict(key[0]), dict(key[1])), shared)
 
 
 def _host_counts(
-    conn: Connection, g: RequestGroup, names: q.Names
+    conn: Connection, g: RequestGroup, names: engine.Names
 ) -> tuple[list[tuple[int, str, str | None]], dict[int, int], Any]:
     """One group that no sharing provider serves: every host's count in one statement
     (no competition: the total is the sum)."""
     hosts: list[tuple[int, str, str | None]] = []
     alone: dict[int, int] = {}
-    for k, n, uuid, name in driver_rows(conn, _host_counts_stmt(g, names_key(names)), {}):
+    for k, n, uuid, name in driver_rows(conn, _host_counts_stmt(g, engine.names_key(names)), {}):
         hosts.append((int(k), str(uuid), name))
         alone[int(k)] = int(n)
 
@@ -247,8 +237,8 @@ def _host_counts(
 def _sql_counts(
     conn: Connection,
     req: CandidatesRequest,
-    names: q.Names,
-    sharing: Sharing,
+    names: engine.Names,
+    sharing: engine.Sharing,
     keys: Mapping[int, list[int]],
     root_of: Mapping[int, int],
 ) -> tuple[dict[int, int], Any]:
@@ -256,7 +246,9 @@ def _sql_counts(
     shared = sorted(set().union(*sharing.shared_with.values())) if sharing.shared_with else []
     units: dict[int, Units] = defaultdict(dict)
     scope: dict[int, int] = {}
-    for k, rc, n, *rest in driver_rows(conn, _units_stmt(g, names_key(names), tuple(shared)), {}):
+    for k, rc, n, *rest in driver_rows(
+        conn, _units_stmt(g, engine.names_key(names), tuple(shared)), {}
+    ):
         units[int(k)][int(rc)] = int(n or 0)
         if rest and rest[0] is not None:  # a sharing provider's trees
             scope[int(k)] = int(rest[0])
@@ -339,20 +331,24 @@ SlotBound = tuple[frozenset[int], tuple[tuple[int, int], ...]]
 def _search_counts(
     conn: Connection,
     req: CandidatesRequest,
-    names: q.Names,
-    sharing: Sharing,
-    budget: SearchBudget,
+    names: engine.Names,
+    sharing: engine.Sharing,
+    budget: engine.SearchBudget,
     cut: list[bool],
 ) -> tuple[dict[int, int], Any]:
-    loaded = load_groups(conn, req, names, Roots(None, None, {}, True), sharing, lean=False)
-    plan = plan_slots(loaded.slots, loaded.rules)
+    loaded = engine.load_groups(
+        conn, req, names, engine.Roots(None, None, {}, True), sharing, lean=False
+    )
+    plan = engine.plan_slots(loaded.slots, loaded.rules)
     free = {key: inv.capacity - inv.used for key, inv in loaded.data.inventory.items()}
     candidates: dict[int, list[Placement]] = {}
     bounds: dict[int, list[SlotBound]] = {}
     for root in loaded.anchors:
         seen: dict[tuple[tuple[tuple[int, int], int], ...], Placement] = {}
         picked: list[set[int]] = [set() for _ in loaded.slots]
-        for cand in search_anchor(root, loaded.slots, loaded.data, loaded.rules, plan, budget):
+        for cand in engine.search_anchor(
+            root, loaded.slots, loaded.data, loaded.rules, plan, budget
+        ):
             flat = {
                 (rp, rc): amt for rp, per in cand.allocations.items() for rc, amt in per.items()
             }

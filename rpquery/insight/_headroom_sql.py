@@ -31,10 +31,7 @@ from sqlalchemy.sql import ColumnElement, Select
 from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.insight import _why_sql as w
-from rpquery.read import _clauses as clauses
-from rpquery.read._clauses import Binds
-from rpquery.read._filters import filter_shape, shape_filters
-from rpquery.read.candidates import _sql as q
+from rpquery.read import engine
 from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
 from rpquery.store.tables import (
@@ -47,9 +44,9 @@ from rpquery.store.tables import (
 )
 
 
-def _units(group: RequestGroup, names: q.Names, inv: Any, used: Any) -> ColumnElement[int]:
+def _units(group: RequestGroup, names: engine.Names, inv: Any, used: Any) -> ColumnElement[int]:
     """``FLOOR((capacity - used) / amount)`` of the row's class."""
-    free = clauses.capacity(inv) - used
+    free = engine.capacity(inv) - used
     whens = [
         (inv.c.resource_class_id == names.rc_ids[rc], dialects.floor_int(free / amount))
         for rc, amount in sorted(group.resources.items())
@@ -57,29 +54,29 @@ def _units(group: RequestGroup, names: q.Names, inv: Any, used: Any) -> ColumnEl
     return sa.case(*whens, else_=0)
 
 
-def _fits(group: RequestGroup, names: q.Names, inv: Any, used: Any) -> ColumnElement[bool]:
+def _fits(group: RequestGroup, names: engine.Names, inv: Any, used: Any) -> ColumnElement[bool]:
     return sa.or_(
         *(
             sa.and_(
                 inv.c.resource_class_id == names.rc_ids[rc],
-                clauses.capacity_fits(inv, amount, used),
+                engine.capacity_fits(inv, amount, used),
             )
             for rc, amount in sorted(group.resources.items())
         )
     )
 
 
-def _rows(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Any:
+def _rows(group: RequestGroup, names: engine.Names, sharing_ids: engine.Ids) -> Any:
     inv = inventories.alias("inv")
     rp = resource_providers.alias("rp")
-    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
+    joined, used = engine.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
     key: ColumnElement[int] = rp.c.root_provider_id
     if isinstance(sharing_ids, BindParameter) or sharing_ids:
-        key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=key)
-    filters = q.group_filters(group, names, rp)
+        key = sa.case((rp.c.id.in_(engine.id_list(sharing_ids)), rp.c.id), else_=key)
+    filters = engine.group_filters(group, names, rp)
     scope: list[Any] = []
     if w.splits_sharing(group, sharing_ids):
-        filters, scope = _sharing_scope(group, names, rp, q._ids(sharing_ids))
+        filters, scope = _sharing_scope(group, names, rp, engine.id_list(sharing_ids))
     return (
         sa.select(
             key.label("k"),
@@ -99,7 +96,7 @@ def _rows(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Any:
 
 
 def _sharing_scope(
-    group: RequestGroup, names: q.Names, rp: Any, sharing: q.Ids
+    group: RequestGroup, names: engine.Names, rp: Any, sharing: engine.Ids
 ) -> tuple[list[ColumnElement[bool]], list[Any]]:
     """The unsuffixed group's filters with sharing providers in play, as the candidate
     query has them (:func:`rpquery.read.candidates._sql.group_rows_of` with
@@ -109,21 +106,21 @@ def _sharing_scope(
     aggregate), + 2 when other trees (itself in every ``member_of`` term, no
     ``in_tree``: docs/read-path.md *Semantics*). Every other part of the filters is the
     same for both, and is in the ``WHERE``; ``NULL`` on other providers' rows."""
-    shape, values = filter_shape(group, names, "")
-    filters = shape_filters(
-        shape, Binds(values), rp, with_required=False, root_covers=True, root_exempt=sharing
+    shape, values = engine.filter_shape(group, names, "")
+    filters = engine.shape_filters(
+        shape, engine.Binds(values), rp, with_required=False, root_covers=True, root_exempt=sharing
     )
     own: ColumnElement[bool] = sa.true()
     if group.forbidden_aggs:
-        own = clauses.not_in_aggregates(rp.c.root_provider_id, sorted(group.forbidden_aggs))
+        own = engine.not_in_aggregates(rp.c.root_provider_id, sorted(group.forbidden_aggs))
     other: ColumnElement[bool] = sa.false() if group.in_tree is not None else sa.true()
     if group.member_of and group.in_tree is None:
-        other = clauses.in_every_aggregate_set(rp.c.id, [sorted(s) for s in group.member_of])
+        other = engine.in_every_aggregate_set(rp.c.id, [sorted(s) for s in group.member_of])
     value = sa.case((own, 1), else_=0) + sa.case((other, 2), else_=0)
     return filters, [sa.case((rp.c.id.in_(sharing), value)).label("scope")]
 
 
-def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
+def units_stmt(group: RequestGroup, names: engine.Names, sharing_ids: engine.Ids) -> Select:
     """Per host (or sharing provider) and class, how many times ``group``'s amount of the
     class fits, summed over its providers (unsuffixed group); per host, how many times
     all of a granular group's amounts fit one provider, summed over its providers
@@ -145,7 +142,7 @@ def units_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Selec
     )
 
 
-def host_counts_stmt(group: RequestGroup, names: q.Names) -> Select:
+def host_counts_stmt(group: RequestGroup, names: engine.Names) -> Select:
     """Without sharing providers: per host with room, its instances (the smallest over
     classes of :func:`units_stmt`'s sums), uuid and name, by host id::
 

@@ -50,19 +50,8 @@ from sqlalchemy.sql import Select
 from rpquery.db import Database, reading
 from rpquery.insight import _why_sql as w
 from rpquery.policies.base import HostPolicy
-from rpquery.read.candidates import _sql as q
+from rpquery.read import engine
 from rpquery.read.candidates import search_budget
-from rpquery.read.candidates._batches import ROOT_IDS, Roots
-from rpquery.read.candidates._execute import (
-    Loaded,
-    NamesKey,
-    Sharing,
-    fetch_names,
-    fetch_sharing,
-    load_groups,
-    names_key,
-)
-from rpquery.read.candidates._search import SearchBudget, SearchRules, plan_slots, search_anchor
 from rpquery.read.request import CandidatesRequest, Params, RequestGroup, as_candidates_request
 from rpquery.store import dialects
 from rpquery.store.runner import driver_rows
@@ -170,11 +159,11 @@ def _run(
     conn: Connection,
     req: CandidatesRequest,
     policies: Sequence[HostPolicy],
-    budget: SearchBudget,
+    budget: engine.SearchBudget,
     examples: int,
 ) -> Rejections:
-    names = fetch_names(conn, req)
-    sharing = fetch_sharing(conn, req, names)
+    names = engine.fetch_names(conn, req)
+    sharing = engine.fetch_sharing(conn, req, names)
     first: dict[int, Verdict] = {}
     free: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     if counted_in_sql(req, sharing):
@@ -193,7 +182,7 @@ def _run(
     return _answer(conn, total, fit, first, free, examples, counted)
 
 
-def counted_in_sql(req: CandidatesRequest, sharing: Sharing) -> bool:
+def counted_in_sql(req: CandidatesRequest, sharing: engine.Sharing) -> bool:
     """Are the reasons counted in SQL? One group, no sharing provider of its classes,
     not a granular group of several classes (else per-host verdicts are merged in
     Python)."""
@@ -209,22 +198,22 @@ Counted = dict[Verdict, tuple[int, list[int], float | None]]
 
 @functools.lru_cache(maxsize=128)
 def _counted_plan(
-    g: RequestGroup, key: NamesKey, examples: int, dialect_name: str
+    g: RequestGroup, key: engine.NamesKey, examples: int, dialect_name: str
 ) -> tuple[Select, tuple[w.Stage, ...]]:
     """:func:`rpquery.insight._why_sql.counted_stmt` and the group's filter stages, built once
     per request shape (as the candidate query caches its statements)."""
-    names = q.Names(dict(key[0]), dict(key[1]))
+    names = engine.Names(dict(key[0]), dict(key[1]))
     stages = w.filter_stages(g, names, resource_providers.alias("rp"))
     return w.counted_stmt(g, names, examples, dialect_name), tuple(stages)
 
 
 def _counted(
-    conn: Connection, g: RequestGroup, names: q.Names, examples: int
+    conn: Connection, g: RequestGroup, names: engine.Names, examples: int
 ) -> tuple[int, list[int], Counted]:
     """A request of one group that no sharing provider serves: the reasons counted in
     SQL (:func:`rpquery.insight._why_sql.counted_stmt`, a handful of rows whatever the number of
     hosts) and the hosts that pass, for the search."""
-    stmt, stages = _counted_plan(g, names_key(names), examples, conn.dialect.name)
+    stmt, stages = _counted_plan(g, engine.names_key(names), examples, conn.dialect.name)
     classes = sorted(g.resources)
     survivors: list[int] = []
     out: Counted = {}
@@ -261,7 +250,7 @@ def _text(value: Any) -> str:
 
 
 def keys_per_host(
-    conn: Connection, sharing: Sharing
+    conn: Connection, sharing: engine.Sharing
 ) -> tuple[dict[int, list[int]], dict[int, int]]:
     """Host → the sharing providers whose levels count for it (those it shares with,
     and those in its own tree: the statement keys a sharing provider by its own id);
@@ -329,8 +318,8 @@ def _group_verdicts(
     conn: Connection,
     g: RequestGroup,
     gi: int,
-    names: q.Names,
-    sharing: Sharing,
+    names: engine.Names,
+    sharing: engine.Sharing,
     seen: SharingSeen,
     hosts: Sequence[int],
     first: dict[int, Verdict],
@@ -385,7 +374,7 @@ def _bare_verdicts(
     conn: Connection,
     g: RequestGroup,
     gi: int,
-    names: q.Names,
+    names: engine.Names,
     stages: Sequence[w.Stage],
     bare: list[int],
 ) -> dict[int, Verdict]:
@@ -411,7 +400,7 @@ def _bare_verdicts(
 
 
 def _host_verdict(
-    g: RequestGroup, gi: int, names: q.Names, stages: Sequence[w.Stage], best: Best
+    g: RequestGroup, gi: int, names: engine.Names, stages: Sequence[w.Stage], best: Best
 ) -> Verdict | None:
     n = len(stages)
     found: list[Verdict] = []
@@ -452,10 +441,10 @@ def _note(first: dict[int, Verdict], host: int, verdict: Verdict) -> None:
 def _search(
     conn: Connection,
     req: CandidatesRequest,
-    names: q.Names,
-    sharing: Sharing,
+    names: engine.Names,
+    sharing: engine.Sharing,
     survivors: list[int],
-    budget: SearchBudget,
+    budget: engine.SearchBudget,
     first: dict[int, Verdict],
 ) -> list[int]:
     """The candidate search on the hosts every group passed: those with a candidate
@@ -463,13 +452,13 @@ def _search(
     ``same_subtree``, then the unsuffixed group's collective traits relaxed."""
     if not survivors:
         return []
-    roots = Roots(survivors, ROOT_IDS, {"root_ids": survivors}, True)
-    loaded = load_groups(conn, req, names, roots, sharing)
+    roots = engine.Roots(survivors, engine.ROOT_IDS, {"root_ids": survivors}, True)
+    loaded = engine.load_groups(conn, req, names, roots, sharing)
     rules = loaded.rules
     relaxed = [
         ("group_policy_isolate", "isolate", dataclasses.replace(rules, isolate=False)),
         ("same_subtree", "", dataclasses.replace(rules, isolate=False, same_subtree=())),
-        ("required_trait", "", SearchRules(flags=rules.flags)),
+        ("required_trait", "", engine.SearchRules(flags=rules.flags)),
     ]
     fit = [h for h in survivors if _has_candidate(loaded, h, rules, budget)]
     for h in sorted(set(survivors) - set(fit)):
@@ -489,9 +478,11 @@ def _subtrees(req: CandidatesRequest, code: str) -> str:
     return "&".join(w.text_of(s) for g in unsuffixed for s in g.required)
 
 
-def _has_candidate(loaded: Loaded, host: int, rules: SearchRules, budget: SearchBudget) -> bool:
-    found = search_anchor(
-        host, loaded.slots, loaded.data, rules, plan_slots(loaded.slots, rules), budget
+def _has_candidate(
+    loaded: engine.Loaded, host: int, rules: engine.SearchRules, budget: engine.SearchBudget
+) -> bool:
+    found = engine.search_anchor(
+        host, loaded.slots, loaded.data, rules, engine.plan_slots(loaded.slots, rules), budget
     )
     return next(iter(found), None) is not None
 
@@ -499,7 +490,7 @@ def _has_candidate(loaded: Loaded, host: int, rules: SearchRules, budget: Search
 def _root_required(
     conn: Connection,
     req: CandidatesRequest,
-    names: q.Names,
+    names: engine.Names,
     fit: list[int],
     first: dict[int, Verdict],
 ) -> list[int]:

@@ -29,7 +29,7 @@ part, for a granular group of several classes, is the best level one provider re
 for all of them.
 
 >>> from rpquery.read.request import RequestGroup
->>> names = q.Names({"VCPU": 0}, {"CUSTOM_X": 9})
+>>> names = engine.Names({"VCPU": 0}, {"CUSTOM_X": 9})
 >>> g = RequestGroup(resources={"VCPU": 2}, forbidden=frozenset({"CUSTOM_X"}))
 >>> [(s.code, s.detail) for s in filter_stages(g, names, resource_providers.alias("rp"))]
 [('forbidden_trait', 'CUSTOM_X')]
@@ -46,8 +46,7 @@ from sqlalchemy.sql import ColumnElement, FromClause, Select
 from sqlalchemy.sql.elements import BindParameter
 
 from rpquery.policies.base import HostPolicy
-from rpquery.read import _clauses as clauses
-from rpquery.read.candidates import _sql as q
+from rpquery.read import engine
 from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
 from rpquery.store.tables import inventories, resource_provider_traits, resource_providers
@@ -88,7 +87,7 @@ def text_of(names: Sequence[str] | frozenset[str]) -> str:
 
 def _filter(
     group: RequestGroup,
-    names: q.Names,
+    names: engine.Names,
     rp: FromClause,
     root_covers: bool | None = None,
     **only: Any,
@@ -99,13 +98,13 @@ def _filter(
     one = RequestGroup(suffix=group.suffix, **only)
     return sa.and_(
         sa.true(),
-        *q.provider_filters(
+        *engine.provider_filters(
             one, names, rp, with_required=one.is_granular, root_covers=root_covers
         ),
     )
 
 
-def filter_stages(group: RequestGroup, names: q.Names, rp: FromClause) -> list[Stage]:
+def filter_stages(group: RequestGroup, names: engine.Names, rp: FromClause) -> list[Stage]:
     """The group's per-provider filters in the order reasons are told: tree, aggregates,
     forbidden aggregates, required trait sets (granular groups: per provider; the
     unsuffixed group's are collective, see :func:`rows_cte`), forbidden traits."""
@@ -133,7 +132,7 @@ def filter_stages(group: RequestGroup, names: q.Names, rp: FromClause) -> list[S
     return out
 
 
-def splits_sharing(group: RequestGroup, sharing_ids: q.Ids) -> bool:
+def splits_sharing(group: RequestGroup, sharing_ids: engine.Ids) -> bool:
     """Does a sharing provider pass ``group``'s filters differently for another tree
     than for its own? Only in the unsuffixed group, with ``member_of``, forbidden
     aggregates or ``in_tree``, and sharing providers in play (see
@@ -144,7 +143,7 @@ def splits_sharing(group: RequestGroup, sharing_ids: q.Ids) -> bool:
 
 
 def other_tree_clauses(
-    group: RequestGroup, names: q.Names, rp: FromClause
+    group: RequestGroup, names: engine.Names, rp: FromClause
 ) -> dict[str, ColumnElement[bool]]:
     """Stage code → the clause a sharing provider must pass to serve *another* tree in
     the unsuffixed group, where it differs from :func:`filter_stages`' (the candidate
@@ -165,10 +164,10 @@ def other_tree_clauses(
 
 
 def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
-    """Roots in one of ``agg_uuids`` (a forbidden aggregate of the unsuffixed group):
+    """engine.Roots in one of ``agg_uuids`` (a forbidden aggregate of the unsuffixed group):
     no sharing provider serves them
     (:func:`rpquery.read.candidates._sql.roots_in_aggregates_stmt`)."""
-    return q.roots_in_aggregates_stmt(sorted(agg_uuids))
+    return engine.roots_in_aggregates_stmt(sorted(agg_uuids))
 
 
 def _pre_required(stages: Sequence[Stage]) -> int:
@@ -177,7 +176,7 @@ def _pre_required(stages: Sequence[Stage]) -> int:
 
 
 def _level(
-    group: RequestGroup, names: q.Names, stages: Sequence[Stage], inv: FromClause, used: Any
+    group: RequestGroup, names: engine.Names, stages: Sequence[Stage], inv: FromClause, used: Any
 ) -> ColumnElement[int]:
     n = len(stages)
     whens: list[tuple[ColumnElement[bool], int]] = [
@@ -187,8 +186,8 @@ def _level(
     unit = []
     for rc, amount in sorted(group.resources.items()):
         is_rc = inv.c.resource_class_id == names.rc_ids[rc]
-        room.append(sa.and_(is_rc, sa.not_(clauses.has_room(inv, amount, used))))
-        unit.append(sa.and_(is_rc, sa.not_(clauses.unit_allows(inv, amount))))
+        room.append(sa.and_(is_rc, sa.not_(engine.has_room(inv, amount, used))))
+        unit.append(sa.and_(is_rc, sa.not_(engine.unit_allows(inv, amount))))
     whens += [(sa.or_(*room), n), (sa.or_(*unit), n + 1)]
     return sa.case(*whens, else_=n + 2)
 
@@ -209,7 +208,7 @@ def having_any_trait(trait_ids: Sequence[int], name: str) -> Any:
 
 
 def _joined_traits(
-    group: RequestGroup, names: q.Names, stages: Sequence[Stage], joined: Any, rp_id: Any
+    group: RequestGroup, names: engine.Names, stages: Sequence[Stage], joined: Any, rp_id: Any
 ) -> tuple[Any, list[Stage], list[ColumnElement[bool]]]:
     """The trait tests of :func:`rows_cte` as outer joins: the same sets as the
     candidate query's ``EXISTS`` (:func:`rpquery.read._clauses.has_any_trait`), read
@@ -240,7 +239,7 @@ def _joined_traits(
     return joined, out, flags
 
 
-def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[Any, int]:
+def rows_cte(group: RequestGroup, names: engine.Names, sharing_ids: engine.Ids) -> tuple[Any, int]:
     """The per-row levels of ``group`` (see the module docstring) and the number of
     filter stages.
 
@@ -253,11 +252,11 @@ def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[A
     joined, stages, has_sets = _joined_traits(
         group, names, filter_stages(group, names, rp), joined, inv.c.resource_provider_id
     )
-    joined, used = clauses.join_usage(joined, inv)
+    joined, used = engine.join_usage(joined, inv)
     level = _level(group, names, stages, inv, used)
     key: ColumnElement[int] = rp.c.root_provider_id
     if isinstance(sharing_ids, BindParameter) or sharing_ids:
-        key = sa.case((rp.c.id.in_(q._ids(sharing_ids)), rp.c.id), else_=key)
+        key = sa.case((rp.c.id.in_(engine.id_list(sharing_ids)), rp.c.id), else_=key)
     pre = _pre_required(stages)
     flags = [
         sa.case((sa.and_(level >= pre, has), 1), else_=0).label(f"req_{i}")
@@ -268,7 +267,7 @@ def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[A
         other = other_tree_clauses(group, names, rp)
         ostages = [Stage(s.code, s.detail, other.get(s.code, s.clause)) for s in stages]
         olevel = _level(group, names, ostages, inv, used)
-        is_sharing = rp.c.id.in_(q._ids(sharing_ids))
+        is_sharing = rp.c.id.in_(engine.id_list(sharing_ids))
         flags.append(sa.case((is_sharing, olevel)).label("olevel"))
         flags += [
             sa.case((sa.and_(olevel >= pre, has), 1), else_=0).label(f"oreq_{i}")
@@ -281,7 +280,7 @@ def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[A
             rp.c.id.label("rp"),
             inv.c.resource_class_id.label("rc"),
             level.label("level"),
-            (clauses.capacity(inv) - used).label("free"),
+            (engine.capacity(inv) - used).label("free"),
             *flags,
         )
         .select_from(joined)
@@ -290,7 +289,7 @@ def rows_cte(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> tuple[A
     return stmt.cte("r"), len(stages)
 
 
-def levels_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Select:
+def levels_stmt(group: RequestGroup, names: engine.Names, sharing_ids: engine.Ids) -> Select:
     """Per host (or sharing provider) and requested class: the best level any of its
     providers reaches, the largest free amount among providers that pass the filters,
     the unsuffixed group's collective trait flags; for a granular group of several
@@ -340,7 +339,7 @@ def levels_stmt(group: RequestGroup, names: q.Names, sharing_ids: q.Ids) -> Sele
     return sa.union_all(per_class, single)  # type: ignore[return-value]
 
 
-def resourceless_levels_stmt(group: RequestGroup, names: q.Names) -> Select:
+def resourceless_levels_stmt(group: RequestGroup, names: engine.Names) -> Select:
     """A resourceless group: per host, the best level of its providers over the
     filter stages alone. ``SELECT rp.root_provider_id, MAX(CASE ...) FROM
     resource_providers rp GROUP BY rp.root_provider_id``"""
@@ -357,11 +356,11 @@ def hosts_stmt() -> Select:
     return sa.select(rp.c.id).where(rp.c.parent_provider_id.is_(None)).order_by(rp.c.id)
 
 
-def roots_of_stmt(ids: q.Ids) -> Select:
+def roots_of_stmt(ids: engine.Ids) -> Select:
     """``SELECT id, root_provider_id, uuid, name FROM resource_providers WHERE id IN (:ids)``"""
     rp = resource_providers.alias("rp")
     return sa.select(rp.c.id, rp.c.root_provider_id, rp.c.uuid, rp.c.name).where(
-        rp.c.id.in_(q._ids(ids))
+        rp.c.id.in_(engine.id_list(ids))
     )
 
 
@@ -369,17 +368,17 @@ def passing_roots_stmt(
     root_required: Sequence[int],
     root_forbidden: Sequence[int],
     policy: HostPolicy | None,
-    ids: q.Ids,
+    ids: engine.Ids,
 ) -> Select:
     """The hosts among ``ids`` that pass ``root_required`` (and ``policy``'s ``where``
     clause, when given): :func:`rpquery.read.candidates._sql.roots_stmt` with the ids as one
     more clause."""
     root = resource_providers.alias("root")
-    extra: list[ColumnElement[bool]] = [root.c.id.in_(q._ids(ids))]
+    extra: list[ColumnElement[bool]] = [root.c.id.in_(engine.id_list(ids))]
     clause = policy.where(root.c.id) if policy is not None else None
     if clause is not None:
         extra.append(clause)
-    return q.roots_stmt(root_required, root_forbidden, extra, root=root)
+    return engine.roots_stmt(root_required, root_forbidden, extra, root=root)
 
 
 # ---------------------------------------------------------------- one group, counted in SQL
@@ -405,7 +404,9 @@ def _class_verdict(level: Any, stages: Sequence[Stage], ci: int, n: int) -> Colu
     return sa.case(*whens, else_=PASS)
 
 
-def _bare_value(group: RequestGroup, names: q.Names, p: FromClause) -> ColumnElement[int] | None:
+def _bare_value(
+    group: RequestGroup, names: engine.Names, p: FromClause
+) -> ColumnElement[int] | None:
     """The verdict of a host none of whose providers (nor a sharing provider) holds an
     inventory of the group's classes, as an aggregate over the providers ``p`` of its
     tree: the first filter stage none of them passes, or a set of the unsuffixed
@@ -430,13 +431,13 @@ def _bare_value(group: RequestGroup, names: q.Names, p: FromClause) -> ColumnEle
     ]
     pre = _pre_required(stages)
     for i, any_of in enumerate(required):
-        has = sa.and_(level >= pre, clauses.has_any_trait(p.c.id, names.traits(any_of)))
+        has = sa.and_(level >= pre, engine.has_any_trait(p.c.id, names.traits(any_of)))
         flag = sa.func.max(sa.case((has, 1), else_=0))
         parts.append(sa.case((flag == 0, encode("required_trait", i)), else_=PASS))
     return parts[0] if len(parts) == 1 else dialects.least(*parts)
 
 
-def bare_stmt(group: RequestGroup, names: q.Names, ids: q.Ids) -> Select | None:
+def bare_stmt(group: RequestGroup, names: engine.Names, ids: engine.Ids) -> Select | None:
     """Per host among ``ids`` (hosts without an inventory of the group's classes): its
     verdict over every provider of its tree (see :func:`_bare_value`).
 
@@ -448,12 +449,14 @@ def bare_stmt(group: RequestGroup, names: q.Names, ids: q.Ids) -> Select | None:
         return None
     return (
         sa.select(p.c.root_provider_id, value)
-        .where(p.c.root_provider_id.in_(q._ids(ids)))
+        .where(p.c.root_provider_id.in_(engine.id_list(ids)))
         .group_by(p.c.root_provider_id)
     )
 
 
-def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_name: str) -> Select:
+def counted_stmt(
+    group: RequestGroup, names: engine.Names, examples: int, dialect_name: str
+) -> Select:
     """The verdicts of a request of one group, counted in SQL: per verdict (see
     :func:`encode`), its host count, the largest free amount (``no_capacity``) and the
     first ``examples`` hosts by id; every host that passes (``verdict = PASS``).
@@ -474,31 +477,7 @@ def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_nam
     classes = sorted(group.resources)
     rc_ids = [names.rc_ids[rc] for rc in classes]
     nreq = 0 if group.is_granular else len(group.required)
-    req = [f"req_{i}" for i in range(nreq)]
-    root = resource_providers.alias("root")
-    bare = sa.select(root.c.id, *(sa.null() for _ in range(3 + nreq))).where(
-        root.c.parent_provider_id.is_(None)
-    )
-    rows = sa.select(r.c.k, r.c.rc, r.c.level, r.c.free, *(r.c[c] for c in req))
-    u = sa.union_all(rows, bare).subquery("u")
-    ph = (
-        sa.select(
-            u.c.k,
-            *(
-                sa.func.max(sa.case((u.c.rc == c, u.c.level))).label(f"l{i}")
-                for i, c in enumerate(rc_ids)
-            ),
-            *(
-                sa.func.max(sa.case((sa.and_(u.c.rc == c, u.c.level >= n), u.c.free))).label(
-                    f"f{i}"
-                )
-                for i, c in enumerate(rc_ids)
-            ),
-            *(sa.func.max(u.c[c]).label(f"q{i}") for i, c in enumerate(req)),
-        )
-        .group_by(u.c.k)
-        .subquery("ph")
-    )
+    ph = _per_host(r, n, rc_ids, nreq)
     parts = [_class_verdict(ph.c[f"l{i}"], stages, i, n) for i in range(len(rc_ids))]
     parts += [
         sa.case((ph.c[f"q{i}"] == 0, encode("required_trait", i)), else_=PASS) for i in range(nreq)
@@ -516,3 +495,34 @@ def counted_stmt(group: RequestGroup, names: q.Names, examples: int, dialect_nam
     )
     h = sa.select(ph.c.k, verdict.label("verdict"), free_of.label("free")).subquery("h")
     return dialects.tally(dialect_name, h, "verdict", "k", "free", examples=examples, every=PASS)
+
+
+def _per_host(r: Any, n: Any, rc_ids: list[int], nreq: int) -> Any:
+    """:func:`counted_stmt`'s rows pivoted per host ``k``: the level ``l<i>`` and free
+    amount ``f<i>`` of each class, ``q<i>`` of each required trait set; one row of
+    NULLs per root joins in (a root without an inventory of a requested class)."""
+    req = [f"req_{i}" for i in range(nreq)]
+    root = resource_providers.alias("root")
+    bare = sa.select(root.c.id, *(sa.null() for _ in range(3 + nreq))).where(
+        root.c.parent_provider_id.is_(None)
+    )
+    rows = sa.select(r.c.k, r.c.rc, r.c.level, r.c.free, *(r.c[c] for c in req))
+    u = sa.union_all(rows, bare).subquery("u")
+    return (
+        sa.select(
+            u.c.k,
+            *(
+                sa.func.max(sa.case((u.c.rc == c, u.c.level))).label(f"l{i}")
+                for i, c in enumerate(rc_ids)
+            ),
+            *(
+                sa.func.max(sa.case((sa.and_(u.c.rc == c, u.c.level >= n), u.c.free))).label(
+                    f"f{i}"
+                )
+                for i, c in enumerate(rc_ids)
+            ),
+            *(sa.func.max(u.c[c]).label(f"q{i}") for i, c in enumerate(req)),
+        )
+        .group_by(u.c.k)
+        .subquery("ph")
+    )

@@ -16,7 +16,6 @@ conflict check: a contradictory filter matches nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,6 +23,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable, Select
 
 from rpquery.db import Database, reading
+from rpquery.models import ResourceProvider
 from rpquery.policies.base import HostPolicy
 from rpquery.read import _clauses as clauses
 from rpquery.read._filters import provider_filters
@@ -40,26 +40,6 @@ __all__ = [
     "providers_stmt",
     "to_placement",
 ]
-
-
-@dataclass(frozen=True)
-class ResourceProvider:
-    """One provider as ``GET /resource_providers`` lists it."""
-
-    uuid: str
-    name: str | None
-    generation: int
-    root_uuid: str
-    parent_uuid: str | None
-
-    def to_placement(self) -> dict[str, Any]:
-        return {
-            "uuid": self.uuid,
-            "name": self.name,
-            "generation": self.generation,
-            "root_provider_uuid": self.root_uuid,
-            "parent_provider_uuid": self.parent_uuid,
-        }
 
 
 def to_placement(providers: Sequence[ResourceProvider]) -> dict[str, Any]:

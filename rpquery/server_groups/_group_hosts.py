@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement, Select
 
-from rpquery.read._names import SHARING_TRAIT as SHARING_TRAIT  # re-exported
+from rpquery.read.engine import SHARING_TRAIT as SHARING_TRAIT  # re-exported
 from rpquery.store.tables import (
     allocations,
     resource_provider_traits,

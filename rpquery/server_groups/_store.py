@@ -39,6 +39,7 @@ __all__ = [
     "create_group",
     "delete_group",
     "get_group",
+    "list_groups",
     "load_group",
     "locked_group",
     "remove_members",
@@ -138,6 +139,25 @@ def create_group(
 def get_group(db: Database, group_uuid: str) -> ServerGroup:
     with db.connect() as conn:
         return load_group(conn, group_uuid)
+
+
+def list_groups(db: Database, *, project_id: str | None = None) -> list[ServerGroup]:
+    """Every group (``project_id``: only that project's), ordered by name, then uuid.
+
+    >>> db = Database("sqlite://"); db.upgrade()
+    >>> _ = create_group(db, "web", ["affinity"], "p1", "u")
+    >>> _ = create_group(db, "db", ["anti-affinity"], "p2", "u")
+    >>> [g.name for g in list_groups(db)], [g.name for g in list_groups(db, project_id="p2")]
+    (['db', 'web'], ['db'])
+    """
+    fields = [f.name for f in dataclasses.fields(ServerGroup)]
+    stmt = sa.select(*(server_groups.c[name] for name in fields)).order_by(
+        server_groups.c.name, server_groups.c.uuid
+    )
+    if project_id is not None:
+        stmt = stmt.where(server_groups.c.project_id == project_id)
+    with db.connect() as conn:
+        return [ServerGroup(**row._mapping) for row in conn.execute(stmt)]
 
 
 def delete_group(db: Database, group_uuid: str) -> None:

@@ -28,6 +28,8 @@ from sqlalchemy.sql import Executable
 
 from rpquery.store import _texts, dialects
 
+__all__ = ["column_kinds", "driver_rows", "ids_text", "json_rows", "merged_rows", "numbers"]
+
 
 def driver_rows(
     conn: Connection, stmt: Executable, params: dict[str, Any], *, prepare: bool = False

@@ -30,16 +30,16 @@ different, ordinary type.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql import Select
 
-from rpquery._validation import check_external_id, matches
+from rpquery._validation import check_external_id
 from rpquery.db import Database
-from rpquery.errors import InvalidRequest, NotFound
+from rpquery.errors import NotFound
+from rpquery.models import CONSUMER_TYPE_RE, check_consumer_type
 from rpquery.store import dialects
 from rpquery.store.tables import (
     allocations,
@@ -89,8 +89,6 @@ UNKNOWN = "unknown"
 #: The filter value that sums every consumer into one group.
 ALL = "all"
 
-CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]+")
-_MAX_NAME = 255
 
 
 # ---------------------------------------------------------------- validation
@@ -98,18 +96,13 @@ _MAX_NAME = 255
 
 def check_consumer_type_name(name: str) -> str:
     """Return ``name`` if it is a valid stored consumer type name, else raise
-    ``InvalidRequest`` (``rpquery.consumer.bad_type``) naming it.
+    ``InvalidRequest`` (``rpquery.consumer.bad_type``) naming it: the rule of
+    :func:`rpquery.models.check_consumer_type`.
 
     >>> check_consumer_type_name("INSTANCE")
     'INSTANCE'
     """
-    if not matches(CONSUMER_TYPE_RE, name) or len(name) > _MAX_NAME:
-        raise InvalidRequest(
-            "rpquery.consumer.bad_type",
-            f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$ (1-255 characters)",
-            token=str(name),
-        )
-    return name
+    return check_consumer_type(name)
 
 
 def check_consumer_type_filter(value: str | None) -> str | None:

@@ -321,7 +321,13 @@ def _check_units(rp_uuid: str, rc: str, amount: int, inv: Inventory) -> None:
         code, why = "rpquery.allocation.step_size", f"not a multiple of step_size {inv.step_size}"
     else:
         return
-    raise CapacityExceeded(code, f"{rc}={amount} on provider {rp_uuid}: {why}", token=rc)
+    raise CapacityExceeded(
+        code,
+        f"{rc}={amount} on provider {rp_uuid}: {why}",
+        token=rc,
+        provider=rp_uuid,
+        resource_class=rc,
+    )
 
 
 def check_capacity(
@@ -362,6 +368,8 @@ def check_capacity(
                 "rpquery.allocation.no_inventory",
                 f"provider {rp_uuid} has no inventory of {rc}",
                 token=rc,
+                provider=rp_uuid,
+                resource_class=rc,
             )
         for _, amount in amounts:
             _check_units(rp_uuid, rc, amount, pair.inventory)
@@ -373,6 +381,8 @@ def check_capacity(
                 f"{rc} on provider {rp_uuid}: {new_total} would exceed capacity "
                 f"{pair.inventory.capacity}",
                 token=rc,
+                provider=rp_uuid,
+                resource_class=rc,
             )
 
 

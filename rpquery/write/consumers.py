@@ -272,6 +272,9 @@ def _raise_generation_conflict(conn: Connection, consumer_uuid: str, expected: i
         f"consumer generation conflict for {consumer_uuid}: expected {expected} "
         f"but the consumer {'does not exist' if actual is None else f'is at {actual}'}",
         token=consumer_uuid,
+        consumer=consumer_uuid,
+        expected_generation=expected,
+        actual_generation=None if actual is None else int(actual),
     )
 
 
@@ -312,6 +315,9 @@ def require_absent(conn: Connection, consumer_uuid: str) -> None:
             GENERATION_CONFLICT,
             f"consumer {consumer_uuid} exists at generation {found}: expected None",
             token=consumer_uuid,
+            consumer=consumer_uuid,
+            expected_generation=None,
+            actual_generation=int(found),
         )
 
 

@@ -315,7 +315,13 @@ def _reshape_on(
         except CapacityExceeded as error:
             if error.code != "rpquery.allocation.capacity_exceeded":
                 raise
-            raise CapacityExceeded(CAPACITY_EXCEEDED, error.detail, token=error.token) from error
+            raise CapacityExceeded(
+                CAPACITY_EXCEEDED,
+                error.detail,
+                token=error.token,
+                provider=error.provider,
+                resource_class=error.resource_class,
+            ) from error
     for uuid, provider in inv_map.items():  # final: exactly the new inventories
         write_inventory_rows(
             conn, ids[uuid][0], provider.inventories, rc_ids, replace_all=True, check_usage=False
@@ -417,6 +423,8 @@ def _check_final(
                 CAPACITY_EXCEEDED,
                 f"{where}: usage {pair.used} would exceed capacity {pair.capacity}",
                 token=rc,
+                provider=uuids.get(rp_id),
+                resource_class=rc,
             )
 
 

@@ -13,7 +13,6 @@ the JSON schemas below keep Placement's constraints (Apache-2.0, OpenStack Place
 from __future__ import annotations
 
 import copy
-import re
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any
@@ -194,7 +193,14 @@ def _consumer_request(
 def _conflict_message(
     db: Any, error: ConcurrentUpdate, requests: list[ConsumerAllocations]
 ) -> str:
-    """Placement's wording: ``consumer generation conflict - expected X but got Y``."""
+    """Placement's wording: ``consumer generation conflict - expected X but got Y``
+    (X the database's generation, Y the request's), from the error's data; read again
+    only when the error has none (a consumer inserted concurrently)."""
+    if error.consumer is not None:
+        expected_now, got_now = error.actual_generation, error.expected_generation
+        return (
+            f"consumer generation conflict - expected {_js(expected_now)} but got {_js(got_now)}"
+        )
     for request in requests:
         if error.token != request.consumer_uuid:
             continue
@@ -229,13 +235,9 @@ def compare_consumer_generations(db: Any, requests: list[ConsumerAllocations]) -
             )
 
 
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
 def capacity_message(error: CapacityExceeded) -> str:
     """Placement's wording of an allocation its provider's inventory cannot take."""
-    found = _UUID_RE.search(error.detail)
-    rp, rc = (found.group(0) if found else "?"), error.token
+    rp, rc = error.provider or "?", error.resource_class or error.token
     if error.code == "rpquery.allocation.no_inventory":
         return f"Inventory for '{rc}' on resource provider '{rp}' invalid."
     what = (

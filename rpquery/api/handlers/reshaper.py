@@ -105,47 +105,47 @@ def post_reshaper(req: falcon.Request, resp: falcon.Response) -> None:
     alloc_handlers.compare_consumer_generations(db, requests)
     try:
         reshaper.reshape(db, inventories, requests)
-    except NotFound as error:
+    except (NotFound, ConcurrentUpdate, InUse, CapacityExceeded, InvalidRequest) as error:
+        raise _refusal(db, error, requests) from None
+    empty(resp, 204)
+
+
+def _refusal(db: Any, error: Exception, requests: list[Any]) -> ApiError:
+    """Placement's answer to a reshape the library refused with ``error``."""
+    if isinstance(error, NotFound):
         if error.code == reshaper.PROVIDER_NOT_FOUND:
-            raise ApiError(
+            return ApiError(
                 400,
                 f"Resource provider {error.token} in inventories not found",
                 code=errors.RESOURCE_PROVIDER_NOT_FOUND,
-            ) from None
-        raise ApiError(400, f"malformed reshaper data: {error.detail}") from None
-    except ConcurrentUpdate as error:
+            )
+        return ApiError(400, f"malformed reshaper data: {error.detail}")
+    if isinstance(error, ConcurrentUpdate):
         if error.code == reshaper.STALE_PROVIDER:
-            raise ApiError(
+            return ApiError(
                 409,
                 f"resource provider generation conflict: {error.detail}",
                 code=errors.CONCURRENT_UPDATE,
-            ) from None
+            )
         if error.code == consumers.GENERATION_CONFLICT:
             message = alloc_handlers._conflict_message(db, error, requests)
-            raise ApiError(409, message, code=errors.CONCURRENT_UPDATE) from None
-        raise ApiError(
-            409, f"update conflict: {error.detail}", code=errors.CONCURRENT_UPDATE
-        ) from None
-    except InUse as error:
-        raise ApiError(
-            409, f"update conflict: {error.detail}", code=errors.INVENTORY_INUSE
-        ) from None
-    except CapacityExceeded as error:
+            return ApiError(409, message, code=errors.CONCURRENT_UPDATE)
+        return ApiError(409, f"update conflict: {error.detail}", code=errors.CONCURRENT_UPDATE)
+    if isinstance(error, InUse):
+        return ApiError(409, f"update conflict: {error.detail}", code=errors.INVENTORY_INUSE)
+    if isinstance(error, CapacityExceeded):
         message = error.detail
         if error.code.startswith("rpquery.allocation."):
             message = alloc_handlers.capacity_message(error)
-        raise ApiError(409, f"Unable to allocate inventory: {message}") from None
-    except InvalidRequest as error:
-        if error.code.startswith("rpquery.resource_class."):
-            raise ApiError(
-                400, f"malformed reshaper data: No such resource class {error.token}."
-            ) from None
-        if error.code == "rpquery.allocation.provider_not_found":
-            raise ApiError(
-                400, f"Allocation for resource provider '{error.token}' that does not exist."
-            ) from None
-        raise ApiError(400, f"malformed reshaper data: {error.detail}") from None
-    empty(resp, 204)
+        return ApiError(409, f"Unable to allocate inventory: {message}")
+    assert isinstance(error, InvalidRequest), error
+    if error.code.startswith("rpquery.resource_class."):
+        return ApiError(400, f"malformed reshaper data: No such resource class {error.token}.")
+    if error.code == "rpquery.allocation.provider_not_found":
+        return ApiError(
+            400, f"Allocation for resource provider '{error.token}' that does not exist."
+        )
+    return ApiError(400, f"malformed reshaper data: {error.detail}")
 
 
 def _check_providers(db: Any, inventories: dict[str, reshaper.ProviderInventories]) -> None:

@@ -414,7 +414,8 @@ def select_roots(
         # one text of ids, not a row each (a walk's and an unlimited answer's roots
         # go in id order: sorted here; a random sample keeps its rows' order)
         ((count, total, text),) = driver_rows(conn, ids_text(stmt), params)
-        ids = sorted(map(int, text.split(","))) if count and text else []
+        # (a text cut right after a comma ends with an empty id: dropped, then counted)
+        ids = sorted(int(i) for i in text.split(",") if i) if count and text else []
         if len(ids) != count or sum(ids) != (total or 0):
             # cut short (group_concat_max_len, max_allowed_packet): read as rows
             ids = sorted(int(r) for (r,) in driver_rows(conn, stmt, params))

@@ -611,76 +611,117 @@ def load_groups(
     (nothing with room, the filters pass none), the batch can give no candidate: the
     groups after it, the unsuffixed group's blocked anchors and local sharing
     providers, and the parent links are not read (``Loaded.hopeless``; most random
-    requests have no candidate: on SQLite, where each statement is its own, and on a
-    server for every root, whose statements are not merged, they cost a statement
-    each)."""
+    requests have no candidate: unmerged, they cost a statement each)."""
     scope = scope_key(roots.scope)
-    if roots.ids is not None and isinstance(scope, BatchRoots):
-        shared_with = {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
-    else:
-        shared_with = sharing.shared_with
+    shared_with = _shared_with(roots, scope, sharing)
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
     shared = {"sharing_ids": sharing_ids, "sharing_exempt": sharing_ids}
     run = _Run(conn, names, scope, {**roots.params, **shared})
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
-    contended = contended_classes(req) if lean else None
-    if grouped is None:
-        grouped = dialects.groups_offers(conn)
-    carrier = None
+    offers = dialects.groups_offers(conn) if grouped is None else grouped
+    plan = _Plan(order, contended_classes(req) if lean else None, offers)
     # every root (a whole-cloud answer), or a walk's batch of every root in an id range
     # with no sharing provider (the summarised trees are then the batches' own)
     whole_trees = roots.scope is None or (roots.scope is ROOT_RANGE and not sharing_ids)
-    if summary_rows and whole_trees and contended is not None:
-        carrier = next(
-            (g for g in order if contended.isdisjoint(g.resources) and carries_summary(g)),
-            None,
-        )
-    parts: dict[tuple[object, ...], tuple[BatchStatement, dict[str, Any] | None]] = {}
-    for g in order:  # the statements _group_slots runs, as it runs them
-        room = contended is None or not contended.isdisjoint(g.resources)
-        key = (filters_key(g), tuple(sorted(g.resources.items())))
-        parts.setdefault(key, group_statement(g, names, room, grouped, g is carrier))
-    if req.same_subtree:
-        parts[("tree shape",)] = (TreeShape(), None)
-    run.prefetch(list(parts.values()))
-    slots: list[Slot] = []
-    done: dict[tuple[object, ...], list[Slot]] = {}
-    hopeless = False
-    for g in order:  # identical groups: one statement, the same choices under each suffix
-        key = (filters_key(g), tuple(sorted(g.resources.items())))
-        if key in done:
-            slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
-        else:
-            room = contended is None or not contended.isdisjoint(g.resources)
-            found = _group_slots(run, g, col, room, grouped, g is carrier, give_up)
-            slots.extend(done.setdefault(key, found))
-            if give_up and not all(any(s.choices.values()) for s in found):
-                hopeless = True
-                break
+    if summary_rows and whole_trees:
+        plan.carrier = plan.summary_carrier()
+    plan.prefetch(run, req)
+    slots, hopeless = plan.slots(run, col, give_up)
     parent_of: dict[int, int | None] = {}
     if req.same_subtree and not hopeless:
         for rp, parent in run.execute(TreeShape()):
             parent_of[int(rp)] = int(parent) if parent is not None else None
     anchors = roots.ids if roots.ids is not None else sorted(col.local_roots | shared_with.keys())
-    unsuffixed = [g for g in req.groups if not g.is_granular]
-    rules = SearchRules(
-        isolate=req.group_policy == "isolate",
-        same_subtree=tuple(frozenset(s) for s in req.same_subtree),
-        required_sets=len(unsuffixed[0].required) if unsuffixed else 0,
-        flags=col.flags,
-    )
     data = SearchData(col.inventory, col.root_of, parent_of)
     return Loaded(
         anchors,
         slots,
         data,
-        rules,
+        _rules(req, col),
         frozenset(sharing_ids),
         col.summary_inventory,
         hopeless,
         col.summary_roots,
     )
+
+
+def _shared_with(roots: Roots, scope: ScopeKey, sharing: Sharing) -> dict[int, set[int]]:
+    """The sharing pairs of the batch's trees (all of them when the roots are not a
+    list of ids)."""
+    if roots.ids is not None and isinstance(scope, BatchRoots):
+        return {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
+    return sharing.shared_with
+
+
+def _rules(req: CandidatesRequest, col: _Collector) -> SearchRules:
+    unsuffixed = [g for g in req.groups if not g.is_granular]
+    return SearchRules(
+        isolate=req.group_policy == "isolate",
+        same_subtree=tuple(frozenset(s) for s in req.same_subtree),
+        required_sets=len(unsuffixed[0].required) if unsuffixed else 0,
+        flags=col.flags,
+    )
+
+
+@dataclass
+class _Plan:
+    """How :func:`load_groups` reads a batch's groups: in ``order``, with the room
+    columns when another group asks for one of their classes (``contended``; ``None``:
+    always), lean groups of several classes one row per provider (``grouped``), the
+    summaries' inventory rows with the ``carrier`` group's."""
+
+    order: list[RequestGroup]
+    contended: frozenset[str] | None
+    grouped: bool
+    carrier: RequestGroup | None = None
+
+    def summary_carrier(self) -> RequestGroup | None:
+        """The first lean group that :func:`carries_summary` (none when not lean)."""
+        contended = self.contended
+        if contended is None:
+            return None
+        lean = (g for g in self.order if contended.isdisjoint(g.resources))
+        return next((g for g in lean if carries_summary(g)), None)
+
+    def room(self, g: RequestGroup) -> bool:
+        return self.contended is None or not self.contended.isdisjoint(g.resources)
+
+    @staticmethod
+    def key(g: RequestGroup) -> tuple[object, ...]:
+        """Groups of equal keys get the same rows (only their suffixes differ)."""
+        return (filters_key(g), tuple(sorted(g.resources.items())))
+
+    def prefetch(self, run: _Run, req: CandidatesRequest) -> None:
+        """The statements :meth:`slots` runs, as it runs them, in one round trip where
+        that pays (:meth:`_Run.prefetch`)."""
+        parts: dict[tuple[object, ...], tuple[BatchStatement, dict[str, Any] | None]] = {}
+        for g in self.order:
+            statement = group_statement(
+                g, run.names, self.room(g), self.grouped, g is self.carrier
+            )
+            parts.setdefault(self.key(g), statement)
+        if req.same_subtree:
+            parts[("tree shape",)] = (TreeShape(), None)
+        run.prefetch(list(parts.values()))
+
+    def slots(self, run: _Run, col: _Collector, give_up: bool) -> tuple[list[Slot], bool]:
+        """Every group's slots, and whether the batch is hopeless (``give_up``: a slot
+        nobody fills; the groups after it are not read)."""
+        slots: list[Slot] = []
+        done: dict[tuple[object, ...], list[Slot]] = {}
+        for g in self.order:  # identical groups: one statement, the same choices per suffix
+            key = self.key(g)
+            if key in done:
+                slots.extend(dataclasses.replace(s, suffix=g.suffix) for s in done[key])
+                continue
+            found = _group_slots(
+                run, g, col, self.room(g), self.grouped, g is self.carrier, give_up
+            )
+            slots.extend(done.setdefault(key, found))
+            if give_up and not all(any(s.choices.values()) for s in found):
+                return slots, True
+        return slots, False
 
 
 def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:

@@ -15,9 +15,7 @@ whatever the size of the cloud):
 3. :func:`group_rows_stmt` — per request group, one statement with capacity, usage,
    traits and aggregates of every provider in play; :func:`resourceless_stmt` for
    resourceless groups; :func:`tree_shape_stmt` when ``same_subtree`` is asked;
-4. :func:`summary_stmt` (with :func:`summary_inventories_stmt` where the database
-   does not write resources as JSON) and :func:`summary_trait_names_stmt` — only for
-   returned trees.
+4. the provider summaries of the returned trees: :mod:`._summary_sql`.
 """
 
 from __future__ import annotations
@@ -512,29 +510,11 @@ def names_sharing_of(
     0.82 ms at 100 hosts, 1.9 -> 1.1 ms at 5,000 (load ~7-12, execution unchanged; the
     statement runs with every request).
     """
-    null, rc, t = sa.null(), resource_classes, traits
-
-    def row(*columns: ColumnElement[Any]) -> tuple[ColumnElement[Any], ...]:
-        return tuple(c.label(n) for c, n in zip(columns, _NAMES_COLUMNS, strict=True))
-
-    trait = (
-        sa.select(_SHT.c.id)
-        .where(_SHT.c.name == sa.bindparam("sharing_trait_name", type_=sa.String))
-        .scalar_subquery()
-    )
-    # the class's name per inventory row (a sharing provider has a few), not a join:
-    # one relation fewer for PostgreSQL to plan (0.75 -> 0.5 ms at 100 hosts)
-    rc_name = sa.select(_SRC.c.name).where(_SRC.c.id == _SINV.c.resource_class_id)
-    has_class = dialects.in_name_list(rc_name.scalar_subquery(), "sharing_rc_names")
-    shared = row(
-        null, _ST.c.resource_provider_id, _TP.c.root_provider_id, _SINV.c.resource_class_id
-    )
+    null, rc, t, row = sa.null(), resource_classes, traits, _names_row
     # the sharing rows first: their integer columns type the NULLs of the others
     # (PostgreSQL types a UNION pairwise, two NULLs as text)
     branches = [
-        _fenced_sharing(row, trait, has_class, any_class)
-        if fenced
-        else _sharing(shared, trait, has_class, any_class),
+        _names_sharing(any_class, fenced),
         sa.select(*row(rc.c.name, rc.c.id, null, null)),
         sa.select(*row(t.c.name, t.c.id, sa.literal_column("0"), null)).where(
             dialects.in_name_list(t.c.name, "trait_names")
@@ -552,6 +532,31 @@ def names_sharing_of(
 
 
 _NAMES_COLUMNS = ("name", "id", "root", "rc")
+
+
+def _names_row(*columns: ColumnElement[Any]) -> tuple[ColumnElement[Any], ...]:
+    """``columns`` labelled as the rows of :func:`names_sharing_of`."""
+    return tuple(c.label(n) for c, n in zip(columns, _NAMES_COLUMNS, strict=True))
+
+
+def _names_sharing(any_class: bool, fenced: bool) -> Select:
+    """The sharing pairs' branch of :func:`names_sharing_of`, the sharing trait and the
+    requested classes looked up by name."""
+    trait = (
+        sa.select(_SHT.c.id)
+        .where(_SHT.c.name == sa.bindparam("sharing_trait_name", type_=sa.String))
+        .scalar_subquery()
+    )
+    # the class's name per inventory row (a sharing provider has a few), not a join:
+    # one relation fewer for PostgreSQL to plan (0.75 -> 0.5 ms at 100 hosts)
+    rc_name = sa.select(_SRC.c.name).where(_SRC.c.id == _SINV.c.resource_class_id)
+    has_class = dialects.in_name_list(rc_name.scalar_subquery(), "sharing_rc_names")
+    if fenced:
+        return _fenced_sharing(_names_row, trait, has_class, any_class)
+    shared = _names_row(
+        sa.null(), _ST.c.resource_provider_id, _TP.c.root_provider_id, _SINV.c.resource_class_id
+    )
+    return _sharing(shared, trait, has_class, any_class)
 
 
 def _fenced_sharing(
@@ -692,287 +697,3 @@ def _in_trees(column: ColumnElement[Any], root_ids: Ids | str) -> ColumnElement[
     if isinstance(root_ids, str):
         return dialects.in_id_list(column, root_ids)
     return column.in_(_ids(root_ids))
-
-
-#: Capacities from here on are not written by the database (see
-#: :func:`summary_resources`): a double's integer part is exact below 2**53.
-SAFE_CAPACITY = 2**53
-
-
-#: :func:`summary_resources` writes a capacity when the column's own product
-#: ``(total - reserved) * allocation_ratio`` is below this in magnitude: 2**53 less a
-#: margin (2**34, a relative 2**-19) wider than the gap between a ratio as stored (a
-#: 32-bit ``FLOAT`` on MySQL/MariaDB, within 2**-24 of what was written) and as written,
-#: so the capacity as written is below :data:`SAFE_CAPACITY` too, without writing the
-#: ratio as text twice per inventory
-WRITTEN_BELOW = SAFE_CAPACITY - 2**34
-
-
-def summary_resources(rp_id: ColumnElement[int], named: int = 0) -> ColumnElement[str]:
-    """Provider ``rp_id``'s resources as Placement's JSON, written by the database:
-    ``{"VCPU":{"capacity":8,"used":2},...}`` (classes in no particular order), ``{}``
-    without inventory, ``NULL`` when a capacity may not be below :data:`SAFE_CAPACITY`
-    in magnitude (:data:`WRITTEN_BELOW`; or not a number): the caller reads those
-    providers' inventory rows instead (:func:`summary_inventories_stmt`). Capacity is
-    ``int((total - reserved) * allocation_ratio)``, truncated toward zero as Python's
-    ``int()`` (:class:`~rpquery.store.dialects.trunc_int`).
-
-    ``(SELECT CASE WHEN COUNT(*) = 0 THEN '{}' WHEN MAX(ABS(total - reserved) *
-    allocation_ratio) < WRITTEN_BELOW THEN '{' || group_concat(<name> ||
-    ':{"capacity":' || trunc(capacity) || ',"used":' || used || '}') || '}' END FROM
-    inventories inv LEFT JOIN rpq_provider_usages pu ... WHERE inv.resource_provider_id =
-    rp.id)``
-
-    Class names: with ``named``, ``CASE inv.resource_class_id WHEN :summary_rc0 THEN
-    :summary_rc_name0 ... ELSE json_quote((SELECT name FROM resource_classes ...)) END``,
-    the bound names already quoted as JSON (the caller knows every class's name: no
-    join per inventory; a class it does not know is looked up); without,
-    ``json_quote(rc.name)`` of ``JOIN resource_classes rc``.
-    """
-    inv = _SUM_INV
-    if named:
-        rc_name = resource_classes.alias("rcn")
-        other = dialects.json_quote(
-            sa.select(rc_name.c.name)
-            .where(rc_name.c.id == inv.c.resource_class_id)
-            .scalar_subquery()
-        )
-        whens = [
-            (
-                sa.bindparam(f"summary_rc{i}", type_=sa.Integer),
-                sa.bindparam(f"summary_rc_name{i}", type_=sa.String),
-            )
-            for i in range(named)
-        ]
-        name: ColumnElement[str] = sa.case(*whens, value=inv.c.resource_class_id, else_=other)
-        joined, used = clauses.join_usage(inv, inv)
-    else:
-        rc = resource_classes.alias("rc")
-        name = dialects.json_quote(rc.c.name)
-        joined, used = clauses.join_usage(inv.join(rc, rc.c.id == inv.c.resource_class_id), inv)
-    cap = clauses.capacity(inv)
-    piece = dialects.text_concat(
-        name,
-        sa.literal_column("""':{"capacity":'"""),
-        dialects.trunc_int(cap),
-        sa.literal_column("""',"used":'"""),
-        used,
-        sa.literal_column("'}'"),
-    )
-    stored = (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
-    written = sa.case(
-        (sa.func.count() == 0, sa.literal_column("'{}'")),
-        (
-            sa.func.max(sa.func.abs(stored)) < sa.literal_column(str(WRITTEN_BELOW)),
-            dialects.text_concat(
-                sa.literal_column("'{'"), dialects.concat_agg(piece), sa.literal_column("'}'")
-            ),
-        ),
-    )
-    return (
-        sa.select(written)
-        .select_from(joined)
-        .where(inv.c.resource_provider_id == rp_id)
-        .scalar_subquery()
-    )
-
-
-def summary_trait_ids(rp_id: ColumnElement[int]) -> ColumnElement[str]:
-    """Provider ``rp_id``'s trait ids as text, ``"12,7,30"`` (in no particular order),
-    ``NULL`` without traits: ``(SELECT group_concat(rpt.trait_id) FROM
-    resource_provider_traits rpt WHERE rpt.resource_provider_id = rp.id)``"""
-    rpt = _SUM_RPT
-    return (
-        sa.select(dialects.concat_agg(rpt.c.trait_id))
-        .where(rpt.c.resource_provider_id == rp_id)
-        .scalar_subquery()
-    )
-
-
-_SUM_INV = inventories.alias("inv")
-_SUM_RPT = resource_provider_traits.alias("rpt")
-
-
-def every_trait_text_stmt() -> Select:
-    """Every provider's trait ids (:func:`summary_trait_ids`) as one JSON text, with the
-    count of providers that have traits (a text cut short has fewer), for summaries of
-    (nearly) the whole cloud on MySQL/MariaDB instead of a correlated subquery per
-    provider (:func:`summary_stmt` ``trait_ids=False``):
-
-    ``SELECT COUNT(*), '[' || group_concat('[' || t.rp || ',"' || t.ids || '"]') || ']'
-    FROM (SELECT rpt.resource_provider_id AS rp, group_concat(rpt.trait_id) AS ids
-    FROM resource_provider_traits rpt GROUP BY rpt.resource_provider_id) AS t``
-
-    One pass over the covering index: MariaDB 12-13 ms for 11k providers at 5,000
-    hosts against ~24 for the subqueries of 10.7k (``JSON_ARRAYAGG`` of the same rows:
-    ~20)."""
-    rpt = _SUM_RPT
-    per = (
-        sa.select(
-            rpt.c.resource_provider_id.label("rp"),
-            dialects.concat_agg(rpt.c.trait_id).label("ids"),
-        )
-        .group_by(rpt.c.resource_provider_id)
-        .subquery("t")
-    )
-    pair = dialects.text_concat(
-        sa.literal_column("'['"),
-        per.c.rp,
-        sa.literal_column("""',"'"""),
-        per.c.ids,
-        sa.literal_column("""'"]'"""),
-    )
-    text = dialects.text_concat(
-        sa.literal_column("'['"), dialects.concat_agg(pair), sa.literal_column("']'")
-    )
-    return dialects.long_concat_select(sa.func.count(), text).select_from(per)
-
-
-def summary_stmt(
-    root_ids: Ids | str | None, *, resources: bool = False, named: int = 0, trait_ids: bool = True
-) -> Select:
-    """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
-    providers used by the returned candidates), one row each, with its traits as ids
-    (:func:`summary_trait_ids`) and, with ``resources``, its resources as JSON text
-    written by the database (:func:`summary_resources`; without, they come from
-    :func:`summary_inventories_stmt`):
-
-    ``SELECT rp.id, rp.uuid, rp.name, rp.parent_provider_id, rp.root_provider_id
-    [, (<resources>)][, (<trait ids>)] FROM resource_providers rp
-    WHERE rp.root_provider_id IN (:roots)``
-
-    Without ``trait_ids``, the caller reads them for every provider at once
-    (:func:`every_trait_text_stmt`).
-
-    One value per provider for its traits instead of two per trait (28k rows at 5,000
-    hosts, 401 distinct sets among 11k providers: their names are read once per set,
-    :func:`summary_trait_names_stmt`). No ``ORDER BY``: summaries are sorted by uuid in
-    Python. Parent and root come back as ids (they are in the same trees, so the caller
-    maps them to uuids): no self-joins. ``root_ids`` given as a name binds a list of any
-    length (:class:`rpquery.store.dialects.in_id_list`). On MySQL/MariaDB the
-    statement lifts ``group_concat_max_len`` for itself
-    (:class:`~rpquery.store.dialects.long_concat_select`).
-    """
-    rp = _RP
-    columns: list[ColumnElement[Any]] = [
-        rp.c.id,
-        rp.c.uuid,
-        rp.c.name,
-        rp.c.parent_provider_id,
-        rp.c.root_provider_id,
-    ]
-    if resources:
-        columns.append(summary_resources(rp.c.id, named).label("resources"))
-    if trait_ids:
-        columns.append(summary_trait_ids(rp.c.id).label("trait_ids"))
-    stmt = dialects.long_concat_select(*columns)
-    if root_ids is None:  # every provider: the caller keeps those of its trees
-        return stmt
-    return stmt.where(_in_trees(rp.c.root_provider_id, root_ids))
-
-
-def summary_inventories_stmt(root_ids: Ids | str) -> Select:
-    """Every inventory of the trees ``root_ids`` with its capacity and stored usage,
-    for :func:`summary_stmt` without ``resources`` (or, given provider ids instead
-    with :func:`summary_inventories_of`, for the providers whose resources the database
-    did not write):
-
-    ``SELECT inv.resource_provider_id, inv.resource_class_id, capacity,
-    COALESCE(pu.used, 0) AS used FROM resource_providers rp JOIN inventories inv ON ...
-    LEFT JOIN rpq_provider_usages pu ON ... WHERE rp.root_provider_id IN (:roots)``
-
-    Four values per inventory (providers' own columns come with :func:`summary_stmt`);
-    classes as ids, named in Python (every class's name comes with the request's
-    names); usage is the stored row of each inventory (:func:`clauses.join_usage`), so
-    the cost follows the trees returned, never the cloud or its allocations.
-    """
-    rp, inv = _RP, _INV
-    joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
-    return (
-        _inventory_columns(inv, used)
-        .select_from(joined)
-        .where(_in_trees(rp.c.root_provider_id, root_ids))
-    )
-
-
-def summary_inventories_of(provider_ids: Ids | str) -> Select:
-    """:func:`summary_inventories_stmt` of the providers ``provider_ids``:
-    ``... FROM inventories inv LEFT JOIN rpq_provider_usages pu ... WHERE
-    inv.resource_provider_id IN (:ids)``"""
-    inv = _INV
-    joined, used = clauses.join_usage(inv, inv)
-    return (
-        _inventory_columns(inv, used)
-        .select_from(joined)
-        .where(_in_trees(inv.c.resource_provider_id, provider_ids))
-    )
-
-
-def _inventory_columns(inv: FromClause, used: ColumnElement[int]) -> Select:
-    return sa.select(
-        inv.c.resource_provider_id,
-        inv.c.resource_class_id,
-        clauses.capacity(inv).label("capacity"),
-        used.label("used"),
-    )
-
-
-def summary_trait_names_stmt(trait_ids: Ids) -> Select:
-    """``SELECT t.id, t.name FROM traits t WHERE t.id IN (:ids)``: the names of the
-    trait ids :func:`summary_stmt` returned (a few hundred at most)."""
-    t = traits.alias("t")
-    return sa.select(t.c.id, t.c.name).where(t.c.id.in_(_ids(trait_ids)))
-
-
-def summary_small_stmt(
-    root_ids: str, *, resources: bool = False, named: int = 0, inventories: bool = False
-) -> sa.CompoundSelect:
-    """The summaries of a small answer in one statement (one round trip): the providers
-    (:func:`summary_stmt`), with ``inventories`` their inventory rows
-    (:func:`summary_inventories_stmt`), and the names of their traits, ``UNION ALL``
-    in one row layout, ``(id, uuid, name, parent, root[, resources], trait ids[,
-    capacity])``:
-
-    - a provider: as :func:`summary_stmt` (``uuid`` is never ``NULL``), ``NULL``
-      capacity;
-    - an inventory: ``provider, NULL, NULL, class, used, ..., NULL, capacity``;
-    - a trait: ``id, NULL, name, NULL, NULL, ...`` of every trait some provider of the
-      trees has (``t.id IN (SELECT rpt.trait_id FROM resource_provider_traits rpt JOIN
-      resource_providers ... WHERE root_provider_id IN (:roots))``).
-
-    Each branch reads only the answer's trees, so for a few trees this costs their
-    rows, not the round trips of three statements (:func:`summary_trait_names_stmt`
-    reads the names of the ids the providers' rows hold, so it must come after them);
-    a big answer keeps those (the trait branch reads every trait row of its trees a
-    second time)."""
-    width = 5 + resources + 1
-    providers = summary_stmt(root_ids, resources=resources, named=named)
-    null = sa.null()
-    branches: list[Select] = [providers]
-    if inventories:
-        providers = providers.add_columns(sa.cast(null, sa.Float).label("capacity"))
-        rp, inv = _RP, _INV
-        joined, used = clauses.join_usage(inv.join(rp, rp.c.id == inv.c.resource_provider_id), inv)
-        middle = [null] * (width - 5)
-        rows = sa.select(
-            inv.c.resource_provider_id,
-            null,
-            null,
-            inv.c.resource_class_id,
-            used,
-            *middle,
-            clauses.capacity(inv),
-        ).select_from(joined)
-        branches = [providers, rows.where(_in_trees(rp.c.root_provider_id, root_ids))]
-    t, rpt, trp = traits.alias("t"), resource_provider_traits.alias("srpt"), _RP_TRAITS
-    held = (
-        sa.select(rpt.c.trait_id)
-        .select_from(rpt.join(trp, trp.c.id == rpt.c.resource_provider_id))
-        .where(_in_trees(trp.c.root_provider_id, root_ids))
-    )
-    pads = [null] * (width - 3 + inventories)
-    branches.append(sa.select(t.c.id, null, t.c.name, *pads).where(t.c.id.in_(held)))
-    return sa.union_all(*branches)
-
-
-_RP_TRAITS = resource_providers.alias("trp")

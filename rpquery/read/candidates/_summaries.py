@@ -6,7 +6,7 @@ providers, inventories and trait names, read in one to three statements
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from rpquery.read._clauses import ids_param
-from rpquery.read.candidates import _sql as q
+from rpquery.read.candidates import _summary_sql as qs
 from rpquery.read.candidates._results import SummaryRows
 from rpquery.store import dialects
 from rpquery.store.runner import driver_rows, json_rows
@@ -24,7 +24,7 @@ from rpquery.store.tables import resource_providers
 #: ids: the standard classes); any other is looked up per inventory
 SUMMARY_NAMED = 64
 #: Summaries of at most this many trees come from one statement
-#: (:func:`~._sql.summary_small_stmt`), not two or three: as fast at 16 trees, ~0.1-0.2
+#: (:func:`~._summary_sql.summary_small_stmt`), not two or three: as fast at 16 trees, ~0.1-0.2
 #: ms slower at 64 (PostgreSQL, MariaDB, 1,000 hosts; docs/read-path.md)
 SUMMARY_SMALL = 32
 #: how the text of :func:`every_trait_text` begins on every backend (statement counts
@@ -39,22 +39,22 @@ EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
 def summary_providers() -> sa.Select:
     """The summaries' providers of the trees ``tree_ids``, their resources not written
     (:func:`fetch_summaries`; written: :func:`_summary`)."""
-    return q.summary_stmt("tree_ids")
+    return qs.summary_stmt("tree_ids")
 
 
 @functools.cache
 def summary_inventories() -> sa.Select:
-    return q.summary_inventories_stmt("tree_ids")
+    return qs.summary_inventories_stmt("tree_ids")
 
 
 @functools.cache
 def summary_inventories_of() -> sa.Select:
-    return q.summary_inventories_of("summary_ids")
+    return qs.summary_inventories_of("summary_ids")
 
 
 @functools.cache
 def summary_trait_names() -> sa.Select:
-    return q.summary_trait_names_stmt(ids_param("summary_trait_ids"))
+    return qs.summary_trait_names_stmt(ids_param("summary_trait_ids"))
 
 
 @functools.cache
@@ -62,13 +62,13 @@ def summary_untraited() -> sa.Select:
     """The summaries' providers without their trait ids, of every tree, with
     :func:`every_trait_text` (MySQL/MariaDB, summaries of nearly the whole cloud:
     :func:`fetch_summaries`)."""
-    return q.summary_stmt(None, trait_ids=False)
+    return qs.summary_stmt(None, trait_ids=False)
 
 
 @functools.cache
 def every_trait_text() -> sa.Select:
     """Every provider's trait ids as one text (:func:`every_trait_texts`)."""
-    return q.every_trait_text_stmt()
+    return qs.every_trait_text_stmt()
 
 
 def fetch_summaries(
@@ -83,12 +83,10 @@ def fetch_summaries(
     """Summaries of every provider in the trees ``root_ids``, kept as read:
     :class:`SummaryRows` writes or shapes them only when rendered or read.
     ``inventory``: (provider ids, class ids, capacities, usages) columns of every
-    inventory of those trees (and maybe of others: only the summarised providers' are
-    used), already read with a group's statement (:func:`load_groups`
-    ``summary_rows``); without, they are read here (where the database does not write
-    the resources).
+    inventory of those trees (maybe of others too), already read with a group's
+    statement (:func:`load_groups` ``summary_rows``); else read here if needed.
 
-    One row per provider with its trait ids (:func:`~._sql.summary_stmt`; on
+    One row per provider with its trait ids (:func:`~._summary_sql.summary_stmt`; on
     MySQL/MariaDB as one JSON text, :func:`json_rows`), then the names of the distinct
     ids (one small statement, none without traits). Without ``inventory``, resources
     are ``written`` as JSON text by the database where its driver decodes values
@@ -97,72 +95,97 @@ def fetch_summaries(
     whose resources the database could not write exactly (a capacity of 2**53 or more)
     has its inventory rows read too.
 
-    ``cloud_roots``: the root of every inventory of the cloud (with ``inventory``, read
-    over every root); when ``root_ids`` are at least half of those trees, on
-    MySQL/MariaDB the trait ids of every provider come as one text
-    (:func:`every_trait_texts`), not from a subquery per summarised provider, and the
-    providers' statement reads every provider (no list of thousands of trees to render
-    inline), those of other trees dropped here."""
+    ``cloud_roots``: the root of every inventory of the cloud (with ``inventory``);
+    when ``root_ids`` are at least half of those trees, on MySQL/MariaDB every
+    provider's trait ids come as one text (:func:`every_trait_texts`), not from a
+    subquery per summarised provider, and every provider is read (:func:`_providers`)."""
     if written is None:
         written = inventory is None and dialects.renders_summaries(conn)
     params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
     as_json = dialects.rows_as_json(conn)
     read = json_rows if as_json else driver_rows
-    small = len(root_ids) <= SUMMARY_SMALL
-    every_trait = as_json and not written and cloud_roots is not None and not small
-    if every_trait and 2 * len(root_ids) >= len(set(cloud_roots)):  # type: ignore[arg-type]
-        texts = every_trait_texts(conn)
-    else:
-        texts = None
     named = sorted(rc_names.items())[:SUMMARY_NAMED] if written else []
-    for i, (rc, name) in enumerate(named):  # class names bound, quoted (no join per inventory)
-        params[f"summary_rc{i}"] = rc
-        params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
-    if small:  # providers, inventories, trait names: one statement
+    params.update(_named_classes(named))
+    if len(root_ids) <= SUMMARY_SMALL:  # providers, inventories, trait names: one statement
         with_inventory = not written and inventory is None
         stmt = _summary_small(written, len(named), with_inventory)
         rows = read(conn, stmt, params)
         return _small_summaries(conn, rows, rc_names, inventory, written, with_inventory)
+    every_trait = as_json and not written and cloud_roots is not None
+    most = every_trait and 2 * len(root_ids) >= len(set(cloud_roots))  # type: ignore[arg-type]
+    texts = every_trait_texts(conn) if most else None
+    providers = _providers(conn, read, params, len(named) if written else None, texts)
     if written:
-        providers = read(conn, _summary(len(named)), params)
+        inventory_rows = _unwritten_inventories(conn, providers)
+    elif inventory is None:
+        inventory_rows = driver_rows(conn, summary_inventories(), params)
     else:
-        if texts is None:
-            providers = read(conn, summary_providers(), params)
-        else:  # every provider (no list of thousands of trees to render), kept here
-            every = read(conn, summary_untraited(), {})
-            providers = [row for row in every if row[4] in root_ids]
-    if not written:
-        inventory_rows = (
-            driver_rows(conn, summary_inventories(), params) if inventory is None else None
-        )
-    else:
-        unwritten = [row[0] for row in providers if row[5] is None]
-        inventory_rows = []
-        if unwritten:
-            ids = {"summary_ids": unwritten}
-            inventory_rows = driver_rows(conn, summary_inventories_of(), ids)
+        inventory_rows = None
     column = None if texts is None else [texts.get(row[0]) for row in providers]
     trait_texts = set(column if column is not None else [row[-1] for row in providers])
-    trait_texts.discard(None)
-    trait_ids = sorted({int(t) for text in trait_texts for t in text.split(",")})
-    trait_names: dict[int, str] = {}
-    if trait_ids:
-        rows = driver_rows(conn, summary_trait_names(), {"summary_trait_ids": trait_ids})
-        trait_names = {int(ident): name for ident, name in rows}
     return SummaryRows.from_driver(
         providers,
         inventory_rows,
-        trait_names,
+        _trait_names(conn, trait_texts),
         rc_names,
         inventory_columns=inventory,
         trait_column=column,
     )
 
 
+def _providers(
+    conn: Connection,
+    read: Callable[[Connection, Any, dict[str, Any]], list[Any]],
+    params: dict[str, Any],
+    named: int | None,
+    texts: Mapping[int, str] | None,
+) -> list[Any]:
+    """The summarised providers' rows (:func:`fetch_summaries`): their resources written,
+    ``named`` classes named by bound values, or not written; with ``texts`` (every
+    provider's trait ids), every provider's read without its trait ids and those of
+    other trees dropped here (no list of thousands of trees to render)."""
+    if named is not None:
+        return read(conn, _summary(named), params)
+    if texts is None:
+        return read(conn, summary_providers(), params)
+    root_ids = set(params["tree_ids"])
+    return [row for row in read(conn, summary_untraited(), {}) if row[4] in root_ids]
+
+
+def _named_classes(named: Sequence[tuple[int, str]]) -> dict[str, Any]:
+    """The values naming ``named`` classes in written resources: class names bound,
+    quoted as JSON (no join per inventory)."""
+    params: dict[str, Any] = {}
+    for i, (rc, name) in enumerate(named):
+        params[f"summary_rc{i}"] = rc
+        params[f"summary_rc_name{i}"] = orjson.dumps(name).decode()
+    return params
+
+
+def _unwritten_inventories(conn: Connection, providers: Sequence[Sequence[Any]]) -> list[Any]:
+    """The inventory rows of the providers whose resources the database did not write
+    (one statement, none when it wrote them all)."""
+    unwritten = [row[0] for row in providers if row[5] is None]
+    if not unwritten:
+        return []
+    return driver_rows(conn, summary_inventories_of(), {"summary_ids": unwritten})
+
+
+def _trait_names(conn: Connection, trait_texts: set[Any]) -> dict[int, str]:
+    """The names of the trait ids in ``trait_texts`` (``"12,7,30"`` each, or ``None``):
+    one statement, none without traits."""
+    trait_texts.discard(None)
+    trait_ids = sorted({int(t) for text in trait_texts for t in text.split(",")})
+    if not trait_ids:
+        return {}
+    rows = driver_rows(conn, summary_trait_names(), {"summary_trait_ids": trait_ids})
+    return {int(ident): name for ident, name in rows}
+
+
 def every_trait_texts(conn: Connection) -> dict[int, str] | None:
     """Every provider's trait ids as text (``"12,7,30"``, as
-    :func:`~._sql.summary_trait_ids` writes them), by provider id, from one JSON text
-    (:func:`~._sql.every_trait_text_stmt`); ``None`` when the text came back cut short
+    :func:`~._summary_sql.summary_trait_ids` writes them), by provider id, from one JSON text
+    (:func:`~._summary_sql.every_trait_text_stmt`); ``None`` when the text came back cut short
     (fewer providers than counted, no JSON, ``NULL`` past ``max_allowed_packet``): the
     caller reads them per provider instead."""
     ((count, text),) = driver_rows(conn, every_trait_text(), {})
@@ -185,7 +208,7 @@ def _small_summaries(
     written: bool,
     with_inventory: bool,
 ) -> SummaryRows:
-    """:class:`SummaryRows` of :func:`~._sql.summary_small_stmt`'s rows: a provider's
+    """:class:`SummaryRows` of :func:`~._summary_sql.summary_small_stmt`'s rows: a provider's
     has a uuid, an inventory's neither a uuid nor a name, a trait's a name only. The
     inventory rows of providers whose resources the database did not write come from
     one more statement, as in :func:`fetch_summaries`."""
@@ -213,7 +236,7 @@ def _small_summaries(
 
 @functools.lru_cache(maxsize=32)
 def _summary_small(written: bool, named: int, inventories: bool) -> sa.CompoundSelect:
-    return q.summary_small_stmt(
+    return qs.summary_small_stmt(
         "tree_ids", resources=written, named=named, inventories=inventories
     )
 
@@ -221,8 +244,8 @@ def _summary_small(written: bool, named: int, inventories: bool) -> sa.CompoundS
 @functools.lru_cache(maxsize=8)
 def _summary(named: int) -> sa.Select:
     """The summaries' providers with their resources written, ``named`` classes named
-    by bound values (:func:`~rpquery.read.candidates._sql.summary_resources`)."""
-    return q.summary_stmt("tree_ids", resources=True, named=named)
+    by bound values (:func:`~rpquery.read.candidates._summary_sql.summary_resources`)."""
+    return qs.summary_stmt("tree_ids", resources=True, named=named)
 
 
 def fetch_uuids(conn: Connection, ids: set[int]) -> dict[int, str]:

@@ -24,28 +24,49 @@ from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, bindparam, exc
+from sqlalchemy import Select, Table, exc
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ColumnElement, FromClause
-from sqlalchemy.sql.elements import BindParameter
-from sqlalchemy.sql.expression import FunctionElement
-from sqlalchemy.sql.visitors import InternalTraversal
-from sqlalchemy.types import (
-    Boolean,
-    Float,
-    Integer,
-    NullType,
-    String,
-    TypeDecorator,
-    TypeEngine,
-    Unicode,
+from sqlalchemy.types import TypeDecorator, TypeEngine, Unicode
+
+from rpquery.errors import InvalidRequest
+from rpquery.store.dialects import _mysql, _postgresql, _sqlite  # noqa: F401 - their spellings
+from rpquery.store.dialects._base import Backend
+from rpquery.store.dialects._constructs import (
+    by_backend,
+    concat_agg,
+    exact_eq,
+    floor_int,
+    in_id_list,
+    in_name_list,
+    json_quote,
+    json_rows,
+    least,
+    long_concat_select,
+    random_order,
+    ratio_as_written_expr,
+    text_concat,
+    trunc_int,
+)
+from rpquery.store.dialects._mysql import (
+    GROUP_CONCAT_MAX_LEN,
+    NODE_NOT_READY,
+    WHOLE_TABLES,
+    is_charset_error,
+    long_concat_sql,
+    node_not_ready,
+)
+from rpquery.store.dialects._mysql import (
+    SQL_MODE as MYSQL_SQL_MODE,
 )
 
-from rpquery.store.dialects._base import Backend
-
 __all__ = [
+    "BACKEND_NAMES",
+    "NODE_NOT_READY",
     "Backend",
+    "GROUP_CONCAT_MAX_LEN",
+    "MYSQL_SQL_MODE",
+    "WHOLE_TABLES",
     "ExactText",
     "backend",
     "block_writers",
@@ -101,8 +122,9 @@ __all__ = [
 # ---------------------------------------------------------------- the registry
 
 #: SQLAlchemy's dialect (and URL backend) names, aliases included, to the module and
-#: class of their backend. A backend module (and SQLAlchemy's dialect module it uses) is
-#: imported when its backend is first asked for: the backend in use only (start-up time).
+#: class of their backend: the only list of backends (``rpquery.db`` and the migrations
+#: refuse any other). The backend modules are imported with this package (their
+#: ``@compiles`` spellings); SQLAlchemy's dialect module a backend uses, when used.
 _BACKENDS: dict[str, tuple[str, str]] = {
     "sqlite": ("_sqlite", "SQLite"),
     "postgresql": ("_postgresql", "PostgreSQL"),
@@ -111,6 +133,8 @@ _BACKENDS: dict[str, tuple[str, str]] = {
     "mariadb": ("_mysql", "MySQL"),
 }
 _LOADED: dict[str, Backend] = {}
+#: Every name :func:`backend` knows.
+BACKEND_NAMES = tuple(_BACKENDS)
 
 
 def backend(dialect_name: str) -> Backend:
@@ -119,321 +143,27 @@ def backend(dialect_name: str) -> Backend:
 
     >>> backend("mariadb").name, backend("postgresql").explain_prefix()
     ('mysql', 'EXPLAIN ')
+    >>> backend("oracle")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rpquery.errors.InvalidRequest: rpquery does not run on 'oracle': ...
     """
     found = _LOADED.get(dialect_name)
     if found is None:
         try:
             module, cls = _BACKENDS[dialect_name]
-        except KeyError:  # pragma: no cover - rpquery.db refuses other URLs first
-            raise NotImplementedError(dialect_name) from None
+        except KeyError:
+            raise InvalidRequest(
+                "rpquery.db.unsupported_dialect",
+                f"rpquery does not run on {dialect_name!r}: it runs on {', '.join(_BACKENDS)}",
+                token=dialect_name,
+            ) from None
         found = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
         _LOADED[dialect_name] = found
     return found
 
 
 # ---------------------------------------------------------------- SQL constructs
-
-
-class random_order(FunctionElement[float]):  # noqa: N801 - reads like a SQL function
-    """``ORDER BY`` key for random sampling: ``random()`` or MySQL's ``rand()``."""
-
-    inherit_cache = True
-    name = "random"
-
-
-@compiles(random_order)
-def _random_default(element: random_order, compiler: Any, **kw: Any) -> str:
-    return "random()"
-
-
-@compiles(random_order, "mysql")
-def _random_mysql(element: random_order, compiler: Any, **kw: Any) -> str:
-    return "rand()"
-
-
-class floor_int(FunctionElement[int]):  # noqa: N801
-    """``FLOOR(x)`` as an integer of a non-negative number: ``CAST(x AS INTEGER)`` on
-    SQLite (whose ``floor()`` is optional; its cast truncates), ``FLOOR(x)`` elsewhere
-    (where a cast rounds)."""
-
-    inherit_cache = True
-    type = Integer()
-    name = "floor"
-
-
-@compiles(floor_int)
-def _floor_default(element: floor_int, compiler: Any, **kw: Any) -> str:
-    return f"floor({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(floor_int, "sqlite")
-def _floor_sqlite(element: floor_int, compiler: Any, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
-
-
-class least(FunctionElement[int]):  # noqa: N801
-    """``LEAST(a, b, ...)``; SQLite spells it as multi-argument ``min()``."""
-
-    inherit_cache = True
-    type = Integer()
-    name = "least"
-
-
-@compiles(least)
-def _least_default(element: least, compiler: Any, **kw: Any) -> str:
-    return f"least({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(least, "sqlite")
-def _least_sqlite(element: least, compiler: Any, **kw: Any) -> str:
-    return f"min({compiler.process(element.clauses, **kw)})"
-
-
-class trunc_int(FunctionElement[int]):  # noqa: N801 - reads like a SQL function
-    """A number truncated toward zero as an integer, as Python's ``int()`` of a float:
-    ``CAST(x AS INTEGER)`` on SQLite (its cast truncates), ``CAST(TRUNCATE(x, 0) AS
-    SIGNED)`` on MySQL/MariaDB and ``CAST(trunc(x) AS BIGINT)`` on PostgreSQL (where a
-    cast alone rounds). Exact for ``|x| < 2**53``; beyond, a value (SQLite and MySQL
-    saturate) or ``NULL`` (PostgreSQL, whose cast would fail) the caller must not use.
-
-    >>> from sqlalchemy import column
-    >>> from sqlalchemy.dialects import mysql, sqlite
-    >>> str(trunc_int(column("x")).compile(dialect=mysql.dialect()))
-    'CAST(TRUNCATE(x, 0) AS SIGNED)'
-    >>> str(trunc_int(column("x")).compile(dialect=sqlite.dialect()))
-    'CAST(x AS INTEGER)'
-    """
-
-    inherit_cache = True
-    type = Integer()
-    name = "trunc_int"
-
-
-@compiles(trunc_int)
-def _trunc_int_default(element: trunc_int, compiler: Any, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
-
-
-@compiles(trunc_int, "postgresql")
-def _trunc_int_postgresql(element: trunc_int, compiler: Any, **kw: Any) -> str:
-    x = compiler.process(element.clauses, **kw)
-    return f"CASE WHEN abs({x}) < 9007199254740992 THEN CAST(trunc({x}) AS BIGINT) END"
-
-
-@compiles(trunc_int, "mysql")
-def _trunc_int_mysql(element: trunc_int, compiler: Any, **kw: Any) -> str:
-    return f"CAST(TRUNCATE({compiler.process(element.clauses, **kw)}, 0) AS SIGNED)"
-
-
-class json_quote(FunctionElement[str]):  # noqa: N801
-    """A string as a JSON string literal (quoted, escaped): ``json_quote(x)`` on SQLite,
-    ``JSON_QUOTE(x)`` on MySQL/MariaDB, ``CAST(to_json(x) AS TEXT)`` on PostgreSQL.
-
-    >>> from sqlalchemy import column
-    >>> from sqlalchemy.dialects import postgresql
-    >>> str(json_quote(column("name")).compile(dialect=postgresql.dialect()))
-    'CAST(to_json(name) AS TEXT)'
-    """
-
-    inherit_cache = True
-    type = String()
-    name = "json_quote"
-
-
-@compiles(json_quote)
-def _json_quote_default(element: json_quote, compiler: Any, **kw: Any) -> str:
-    return f"json_quote({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(json_quote, "postgresql")
-def _json_quote_postgresql(element: json_quote, compiler: Any, **kw: Any) -> str:
-    return f"CAST(to_json({compiler.process(element.clauses, **kw)}) AS TEXT)"
-
-
-@compiles(json_quote, "mysql")
-def _json_quote_mysql(element: json_quote, compiler: Any, **kw: Any) -> str:
-    return f"JSON_QUOTE({compiler.process(element.clauses, **kw)})"
-
-
-class text_concat(FunctionElement[str]):  # noqa: N801
-    """Strings and integers written one after the other: ``(a || b || ...)``, or
-    ``CONCAT(a, b, ...)`` on MySQL/MariaDB (whose ``||`` is ``OR``). ``NULL`` if any
-    part is.
-
-    >>> from sqlalchemy import column, literal_column
-    >>> from sqlalchemy.dialects import mysql, sqlite
-    >>> parts = (literal_column("'{'"), column("x"), literal_column("'}'"))
-    >>> str(text_concat(*parts).compile(dialect=mysql.dialect()))
-    "CONCAT('{', x, '}')"
-    >>> str(text_concat(*parts).compile(dialect=sqlite.dialect()))
-    "('{' || x || '}')"
-    """
-
-    inherit_cache = True
-    type = String()
-    name = "text_concat"
-
-
-@compiles(text_concat)
-def _text_concat_default(element: text_concat, compiler: Any, **kw: Any) -> str:
-    return "(" + " || ".join(compiler.process(c, **kw) for c in element.clauses) + ")"
-
-
-@compiles(text_concat, "mysql")
-def _text_concat_mysql(element: text_concat, compiler: Any, **kw: Any) -> str:
-    return "CONCAT(" + ", ".join(compiler.process(c, **kw) for c in element.clauses) + ")"
-
-
-class concat_agg(FunctionElement[str]):  # noqa: N801
-    """Aggregate: a group's values as text joined by commas, in no particular order
-    (``NULL`` for no row, as other aggregates; ``NULL`` values are skipped):
-    ``group_concat(x)`` on SQLite, ``GROUP_CONCAT(x)`` on MySQL/MariaDB (its length is
-    capped by ``group_concat_max_len``: see :class:`long_concat_select`),
-    ``string_agg(CAST(x AS TEXT), ',')`` on PostgreSQL.
-
-    >>> from sqlalchemy import column
-    >>> from sqlalchemy.dialects import postgresql
-    >>> str(concat_agg(column("id")).compile(dialect=postgresql.dialect()))
-    "string_agg(CAST(id AS TEXT), ',')"
-    """
-
-    inherit_cache = True
-    type = String()
-    name = "concat_agg"
-
-
-@compiles(concat_agg)
-def _concat_agg_default(element: concat_agg, compiler: Any, **kw: Any) -> str:
-    return f"group_concat({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(concat_agg, "postgresql")
-def _concat_agg_postgresql(element: concat_agg, compiler: Any, **kw: Any) -> str:
-    return f"string_agg(CAST({compiler.process(element.clauses, **kw)} AS TEXT), ',')"
-
-
-@compiles(concat_agg, "mysql")
-def _concat_agg_mysql(element: concat_agg, compiler: Any, **kw: Any) -> str:
-    return f"GROUP_CONCAT({compiler.process(element.clauses, **kw)})"
-
-
-class json_rows(FunctionElement[str]):  # noqa: N801
-    """Aggregate: a group's rows as one JSON array of arrays, one per row, its values
-    as JSON (numbers, text, ``null``), in no particular order; ``NULL`` for no row:
-    on MySQL/MariaDB a ``GROUP_CONCAT`` of rows written by hand for columns of integers
-    and text, else ``JSON_ARRAYAGG(JSON_ARRAY(a, b))`` (either way its length is capped
-    by ``group_concat_max_len``: see :class:`long_concat_select`),
-    ``json_group_array(json_array(a, b))`` on SQLite, ``json_agg(json_build_array(a,
-    b))`` on PostgreSQL.
-
-    >>> from sqlalchemy import column
-    >>> from sqlalchemy.dialects import mysql
-    >>> str(json_rows(column("a"), column("b")).compile(dialect=mysql.dialect()))
-    'JSON_ARRAYAGG(JSON_ARRAY(a, b))'
-    >>> print(json_rows(column("a", Integer())).compile(dialect=mysql.dialect()))
-    CONCAT('[', GROUP_CONCAT(CONCAT('[', IFNULL(a, 'null'), ']')), ']')
-    >>> print(json_rows(column("b", String())).compile(dialect=mysql.dialect()))
-    CONCAT('[', GROUP_CONCAT(CONCAT('[', IFNULL(JSON_QUOTE(b), 'null'), ']')), ']')
-    """
-
-    inherit_cache = True
-    type = String()
-    name = "json_rows"
-
-
-@compiles(json_rows)
-def _json_rows_default(element: json_rows, compiler: Any, **kw: Any) -> str:
-    return f"json_group_array(json_array({compiler.process(element.clauses, **kw)}))"
-
-
-@compiles(json_rows, "postgresql")
-def _json_rows_postgresql(element: json_rows, compiler: Any, **kw: Any) -> str:
-    return f"json_agg(json_build_array({compiler.process(element.clauses, **kw)}))"
-
-
-def _json_kind(type_: TypeEngine[Any]) -> str | None:
-    """``"int"`` or ``"text"`` for a column of integers or of text (through any
-    :class:`TypeDecorator`), else ``None``."""
-    while isinstance(type_, TypeDecorator):
-        type_ = type_.impl_instance
-    if isinstance(type_, Integer):
-        return "int"
-    return "text" if isinstance(type_, String) else None
-
-
-@compiles(json_rows, "mysql")
-def _json_rows_mysql(element: json_rows, compiler: Any, **kw: Any) -> str:
-    """Columns of integers and text are written by hand, ``CONCAT('[', GROUP_CONCAT(
-    CONCAT('[', IFNULL(id, 'null'), ',', IFNULL(JSON_QUOTE(name), 'null'), ']')),
-    ']')``: MariaDB's ``JSON_ARRAY`` costs ~0.4 µs a row more (the 11k providers of
-    5,000 hosts: 15.3 -> 11.3 ms, statement and fetch). Other columns take
-    ``JSON_ARRAYAGG(JSON_ARRAY(...))``. Both are ``NULL`` for no row and cut at
-    ``group_concat_max_len``."""
-    clauses = list(element.clauses)
-    kinds = [_json_kind(c.type) for c in clauses]
-    if None in kinds:
-        return f"JSON_ARRAYAGG(JSON_ARRAY({compiler.process(element.clauses, **kw)}))"
-    values = []
-    for clause, kind in zip(clauses, kinds, strict=True):
-        sql = compiler.process(clause, **kw)
-        values.append(
-            f"IFNULL({sql}, 'null')" if kind == "int" else f"IFNULL(JSON_QUOTE({sql}), 'null')"
-        )
-    row = "CONCAT('[', " + ", ',', ".join(values) + ", ']')"
-    return f"CONCAT('[', GROUP_CONCAT({row}), ']')"
-
-
-#: MySQL/MariaDB's ``group_concat_max_len`` for a :class:`long_concat_select`: 16 MiB,
-#: far beyond one provider's traits or resources (the default is 1 MiB on MariaDB, 1 KiB
-#: on MySQL 8; strict MariaDB refuses more than 1 GiB).
-GROUP_CONCAT_MAX_LEN = 16777216
-
-
-class long_concat_select(Select[Any]):  # noqa: N801
-    """A ``SELECT`` whose :class:`concat_agg` texts are never cut short: on MariaDB
-    ``SET STATEMENT group_concat_max_len = ... FOR SELECT ...``, on MySQL 8 the
-    ``SET_VAR`` optimizer hint, for this statement only (a provider's traits as ids can
-    pass MySQL 8's default of 1,024 bytes, and ``GROUP_CONCAT`` cuts silently). Plain
-    elsewhere."""
-
-    inherit_cache = True
-
-
-@compiles(long_concat_select, "mysql")
-def _long_concat_select_mysql(element: long_concat_select, compiler: Any, **kw: Any) -> str:
-    toplevel = not compiler.stack
-    sql = str(compiler.visit_select(element, **kw))
-    return long_concat_sql(sql, compiler.dialect) if toplevel else sql
-
-
-#: MariaDB's settings for a statement that reads whole tables (:func:`long_concat_sql`):
-#: hash joins (``join_cache_level`` 4: ``BNLH``), their buffer sized by the rows the
-#: optimizer expects (``optimize_join_buffer_size``, on by default) up to 32 MiB
-WHOLE_TABLES = (
-    "join_cache_level = 4, join_buffer_size = 33554432, join_buffer_space_limit = 67108864"
-)
-
-
-def long_concat_sql(sql: str, dialect: Any, whole_tables: bool = False) -> str:
-    """MySQL/MariaDB's ``SELECT`` text ``sql`` with ``group_concat_max_len`` lifted for
-    itself (:class:`long_concat_select`): ``SET STATEMENT ... FOR`` on MariaDB, the
-    ``SET_VAR`` hint in its first query block on MySQL 8. ``whole_tables``: the
-    statement reads every row of its tables (a whole-cloud answer's one pass over the
-    inventories), so MariaDB joins them by hash (:data:`WHOLE_TABLES`) instead of one
-    index lookup per row: at 5,000 hosts 20k inventories and their usage rows, ~20 %
-    less time (paired runs, load ~4: 130 -> 108 ms). MySQL 8 hash-joins by itself.
-
-    >>> from sqlalchemy.dialects import mysql
-    >>> long_concat_sql("SELECT 1", mysql.dialect(is_mariadb=True))
-    'SET STATEMENT group_concat_max_len = 16777216 FOR SELECT 1'
-    >>> long_concat_sql("SELECT 1", mysql.dialect())
-    'SELECT /*+ SET_VAR(group_concat_max_len = 16777216) */ 1'
-    """
-    if getattr(dialect, "is_mariadb", False):
-        extra = f", {WHOLE_TABLES}" if whole_tables else ""
-        return f"SET STATEMENT group_concat_max_len = {GROUP_CONCAT_MAX_LEN}{extra} FOR {sql}"
-    hint = f"SELECT /*+ SET_VAR(group_concat_max_len = {GROUP_CONCAT_MAX_LEN}) */ "
-    return hint + sql.removeprefix("SELECT ")
 
 
 def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -489,56 +219,6 @@ class ExactText(TypeDecorator[str]):
         return dialect.type_descriptor(backend(dialect.name).exact_text(self.length, dialect))
 
 
-class exact_eq(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
-    """``column = value`` compared byte for byte on every backend (owner ids, provider
-    names: columns whose definitions are Placement's).
-
-    PostgreSQL and SQLite compare strings exactly already. On MySQL/MariaDB the
-    column's collation (``utf8mb4_general_ci`` by default) folds case and accents and
-    ignores trailing spaces, so ``PROJ``, ``Proj``, ``proj `` and ``prój`` would all
-    find ``proj``. There the comparison becomes ``column = value AND CAST(column AS
-    BINARY) = CAST(value AS BINARY)``: the first term still uses the column's index,
-    the second drops the rows the collation matched but the bytes do not.
-
-    >>> from sqlalchemy import column, literal
-    >>> from sqlalchemy.dialects import mysql
-    >>> print(exact_eq(column("name"), literal("x")).compile(dialect=mysql.dialect()))
-    (name = %s AND CAST(name AS BINARY) = CAST(%s AS BINARY))
-    """
-
-    inherit_cache = True
-    type = Boolean()
-    _is_implicitly_boolean = True  # a comparison: no "= 1" where booleans are ints
-
-    def __init__(self, column: ColumnElement[Any], value: ColumnElement[Any]) -> None:
-        self.column = column
-        self.value = value
-
-    @property
-    def _from_objects(self) -> list[Any]:
-        return self.column._from_objects
-
-    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
-        return (self.column, self.value)
-
-    _traverse_internals = [
-        ("column", InternalTraversal.dp_clauseelement),
-        ("value", InternalTraversal.dp_clauseelement),
-    ]
-
-
-@compiles(exact_eq)
-def _exact_eq_default(element: exact_eq, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.column == element.value, **kw))
-
-
-@compiles(exact_eq, "mysql")
-def _exact_eq_mysql(element: exact_eq, compiler: Any, **kw: Any) -> str:
-    column = compiler.process(element.column, **kw)
-    value = compiler.process(element.value, **kw)
-    return f"({column} = {value} AND CAST({column} AS BINARY) = CAST({value} AS BINARY))"
-
-
 def column_collation(conn: Connection, table: str, column: str) -> str | None:
     """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
     comparisons are exact)."""
@@ -583,35 +263,6 @@ def to_int(value: Any) -> int:
 # Python still agree because both read that same text.
 
 
-class ratio_as_written_expr(FunctionElement[float]):  # noqa: N801 - reads like SQL
-    """An ``allocation_ratio`` column as it was written: the column itself where it is
-    a double, ``CAST(CAST(col AS CHAR) AS DOUBLE)`` on MySQL/MariaDB, whose text form
-    of a 32-bit ``FLOAT`` is the short decimal a client reads (``0.7``, not
-    ``0.699999988``).
-
-    >>> from sqlalchemy import column
-    >>> from sqlalchemy.dialects import mysql, postgresql
-    >>> str(ratio_as_written_expr(column("r")).compile(dialect=mysql.dialect()))
-    'CAST(CAST(r AS CHAR) AS DOUBLE)'
-    >>> str(ratio_as_written_expr(column("r")).compile(dialect=postgresql.dialect()))
-    'r'
-    """
-
-    inherit_cache = True
-    type = Float()
-    name = "ratio_as_written"
-
-
-@compiles(ratio_as_written_expr)
-def _ratio_default(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.clauses, **kw))
-
-
-@compiles(ratio_as_written_expr, "mysql")
-def _ratio_mysql(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
-    return f"CAST(CAST({compiler.process(element.clauses, **kw)} AS CHAR) AS DOUBLE)"
-
-
 def ratio_as_written(conn: Connection, value: Any) -> float:
     """An ``allocation_ratio`` read from the database on ``conn``, as it was written: on
     MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
@@ -639,56 +290,19 @@ def capacity_expr(
 
 # ---------------------------------------------------------------- error classification
 
-#: MySQL/MariaDB 1047, "WSREP has not yet prepared node for application use": a Galera
-#: node outside the primary component (cut off from the others, e.g. stalled for longer
-#: than ``evs.suspect_timeout`` on a loaded machine) refuses every statement, ``COMMIT``
-#: and ``ROLLBACK`` included, until it rejoins. Nothing the refused statement asked for
-#: ran and the transaction cannot commit; SQLSTATE 08S01, a communication failure (as
-#: oslo.db counts it too): the connection is discarded (:func:`_mysql.discard_refusing_node`)
-#: and the work may be retried on another one.
-NODE_NOT_READY = 1047
-#: Server error codes that mean "someone else got there first: retry".
-_MYSQL_RETRYABLE = {1213, 1205, 1180, NODE_NOT_READY}  # deadlock (Galera: certification),
-# lock wait (Galera: also a wsrep_sync_wait that failed), COMMIT, node outside the cluster
-_PG_RETRYABLE = {"40001", "40P01", "55P03"}  # serialization, deadlock, lock not available
-
 
 def is_retryable(error: exc.DBAPIError) -> bool:
-    """True when the driver error is a deadlock, serialization failure or lock timeout,
-    or a Galera node that refused the statement (:func:`node_not_ready`)."""
+    """True when the driver error is a deadlock, serialization failure or lock timeout
+    (each backend's codes: :data:`._postgresql.RETRYABLE`, :data:`._mysql.RETRYABLE`,
+    SQLite's busy database), or a Galera node that refused the statement
+    (:func:`node_not_ready`)."""
     orig = getattr(error, "orig", None)
-    sqlstate = getattr(orig, "sqlstate", None)
-    if sqlstate in _PG_RETRYABLE:
+    if getattr(orig, "sqlstate", None) in _postgresql.RETRYABLE:
         return True
     args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE:
+    if args and isinstance(args[0], int) and args[0] in _mysql.RETRYABLE:
         return True
-    return "database is locked" in str(orig)
-
-
-def node_not_ready(error: BaseException) -> bool:
-    """True when ``error`` (a driver error, or SQLAlchemy's wrapping one) is a Galera
-    node refusing statements (:data:`NODE_NOT_READY`).
-
-    >>> import pymysql
-    >>> node_not_ready(pymysql.err.OperationalError(1047, "WSREP has not yet prepared node"))
-    True
-    >>> node_not_ready(pymysql.err.OperationalError(1213, "Deadlock found"))
-    False
-    """
-    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", error), "args", ()))
-    return bool(args) and args[0] == NODE_NOT_READY
-
-
-#: MySQL/MariaDB: "Incorrect string value" (1366), "Illegal mix of collations" (1267,
-#: 1270, 1271): text a column's character set cannot hold or compare (utf8mb3, latin1).
-_MYSQL_CHARSET_ERRORS = frozenset({1366, 1267, 1270, 1271})
-
-
-def is_charset_error(error: exc.DBAPIError) -> bool:
-    """True when the server refused text its column's character set cannot hold."""
-    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", None), "args", ()))
-    return bool(args) and args[0] in _MYSQL_CHARSET_ERRORS
+    return _sqlite.BUSY in str(orig)
 
 
 _MISSING_TABLE = re.compile(
@@ -986,149 +600,3 @@ def block_writers(conn: Connection, tables: Sequence[str]) -> None:
     MariaDB's ``INSERT ... SELECT`` share-locks the rows it reads; SQLite writers queue
     behind this write transaction anyway."""
     backend(conn.dialect.name).block_writers(conn, tables)
-
-
-class _IntListText(TypeDecorator[Any]):
-    """A list of ints sent as one text parameter: ``{1,2}`` (a PostgreSQL array
-    literal) or ``[1,2]`` (JSON, for SQLite's ``json_each``). One string is much
-    cheaper for the driver than a list adapted element by element."""
-
-    impl = NullType  # no bind cast: PostgreSQL must see an untyped literal
-    cache_ok = True
-
-    def __init__(self, brackets: str = "[]") -> None:
-        super().__init__()
-        self.brackets = brackets
-
-    def process_bind_param(self, value: Any, dialect: Any) -> str:
-        return self.brackets[0] + ",".join(map(str, map(int, value))) + self.brackets[1]
-
-
-class by_backend(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
-    """One test written two ways: ``default`` on every backend but PostgreSQL, which
-    gets ``postgresql``. Both must mean the same; the statement is built once and each
-    backend compiles its own form (e.g. :func:`rpquery.read._clauses.forbidden_once`).
-
-    >>> from sqlalchemy import column, literal_column
-    >>> from sqlalchemy.dialects import postgresql, sqlite
-    >>> test = by_backend(column("a") == 1, postgresql=column("b") == 2)
-    >>> str(test.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
-    'a = 1'
-    >>> str(test.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
-    'b = 2'
-    """
-
-    inherit_cache = True
-    type = Boolean()
-    _is_implicitly_boolean = True
-
-    def __init__(self, default: ColumnElement[bool], *, postgresql: ColumnElement[bool]) -> None:
-        self.default = default
-        self.postgresql = postgresql
-
-    @property
-    def _from_objects(self) -> list[Any]:
-        return [*self.default._from_objects, *self.postgresql._from_objects]
-
-    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
-        return (self.default, self.postgresql)
-
-    _traverse_internals = [
-        ("default", InternalTraversal.dp_clauseelement),
-        ("postgresql", InternalTraversal.dp_clauseelement),
-    ]
-
-
-@compiles(by_backend)
-def _by_backend_default(element: by_backend, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.default, **kw))
-
-
-@compiles(by_backend, "postgresql")
-def _by_backend_postgresql(element: by_backend, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.postgresql, **kw))
-
-
-class in_id_list(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
-    """``column IN <the ints bound to name>``, for id lists of any length (thousands of
-    trees in a whole-cloud answer), sent the cheapest way each backend has:
-
-    - PostgreSQL: ``column = ANY(CAST(%(name)s AS INTEGER[]))``, one array literal (one
-      small statement text, one plan, whatever the list's length);
-    - SQLite: ``column IN (SELECT value FROM json_each(?))``, one text parameter;
-    - MySQL/MariaDB: ``column IN (1, 2, ...)`` rendered inline at execution (no array
-      type; thousands of driver placeholders would cost more).
-
-    Execute with ``{name: [ids...]}``. Rendering 5,000 ids inline cost ~8 ms of Python
-    per statement on PostgreSQL, plus ~5 ms of parsing and planning on the server.
-    """
-
-    inherit_cache = True
-    type = Boolean()
-    _is_implicitly_boolean = True  # a comparison: no "= 1" where booleans are ints
-
-    def __init__(self, column: ColumnElement[Any], name: str) -> None:
-        self.column = column
-        self.name = name
-
-    @property
-    def _from_objects(self) -> list[Any]:
-        return self.column._from_objects
-
-    def get_children(self, **kw: Any) -> tuple[ColumnElement[Any], ...]:
-        return (self.column,)
-
-    _traverse_internals = [
-        ("column", InternalTraversal.dp_clauseelement),
-        ("name", InternalTraversal.dp_string),
-    ]
-
-
-@compiles(in_id_list)
-def _in_id_list_default(element: in_id_list, compiler: Any, **kw: Any) -> str:
-    param: BindParameter[Any] = bindparam(element.name, expanding=True, literal_execute=True)
-    return str(compiler.process(element.column.in_(param), **kw))
-
-
-@compiles(in_id_list, "postgresql")
-def _in_id_list_postgresql(element: in_id_list, compiler: Any, **kw: Any) -> str:
-    # The text is sent untyped and cast by the server while planning, so the planner
-    # sees the array's values (a CAST of a typed VARCHAR parameter would hide them
-    # and the plan would guess ten elements: seconds instead of milliseconds).
-    column = compiler.process(element.column, **kw)
-    param = compiler.process(bindparam(element.name, type_=_IntListText("{}")), **kw)
-    return f"{column} = ANY ({param}::INTEGER[])"
-
-
-@compiles(in_id_list, "sqlite")
-def _in_id_list_sqlite(element: in_id_list, compiler: Any, **kw: Any) -> str:
-    column = compiler.process(element.column, **kw)
-    param = compiler.process(bindparam(element.name, type_=_IntListText("[]")), **kw)
-    return f"{column} IN (SELECT value FROM json_each({param}))"
-
-
-class in_name_list(in_id_list):  # noqa: N801 - reads like a SQL operator
-    """``column IN <the names bound to name>`` (a few trait or class names), written
-    the same whatever their number where that lets the server keep the statement's
-    plan (:func:`execute_prepared`):
-
-    - PostgreSQL: ``column = ANY(CAST(%(name)s AS VARCHAR[]))``, the list sent as one
-      array (psycopg adapts it);
-    - elsewhere: ``column IN (:name_1, :name_2, ...)``, expanded at execution (the
-      drivers send the text anyway).
-    """
-
-    inherit_cache = True
-
-
-@compiles(in_name_list)
-def _in_name_list_default(element: in_name_list, compiler: Any, **kw: Any) -> str:
-    param: BindParameter[Any] = bindparam(element.name, expanding=True)
-    return str(compiler.process(element.column.in_(param), **kw))
-
-
-@compiles(in_name_list, "postgresql")
-def _in_name_list_postgresql(element: in_name_list, compiler: Any, **kw: Any) -> str:
-    column = compiler.process(element.column, **kw)
-    param = compiler.process(bindparam(element.name), **kw)
-    return f"{column} = ANY (CAST({param} AS VARCHAR[]))"

@@ -1,0 +1,87 @@
+"""The read engine's seam: what the feature packages (``insight/``,
+``server_groups/``) build on, and the only module of ``read/`` they import besides
+the public ``request`` and ``candidates`` (``tests/test_layers.py`` refuses imports of
+another package's underscore modules).
+
+Three kinds of names:
+
+- **clauses** — small named SQL pieces of a group's statements (:func:`capacity`,
+  :func:`capacity_fits`, :func:`has_room`, :func:`has_any_trait`, ...), the per-group
+  filters (:func:`filter_shape`, :func:`shape_filters`, :func:`provider_filters`,
+  :func:`group_filters`) and the statements built on them (:func:`roots_stmt`,
+  :func:`roots_in_aggregates_stmt`);
+- **the engine** — names and sharing pairs (:func:`fetch_names`, :func:`fetch_sharing`),
+  one batch's group statements turned into search data (:func:`load_groups`,
+  :class:`Loaded`; a batch of roots: :class:`Roots`, :data:`ROOT_IDS`);
+- **the search** — :func:`plan_slots`, :func:`search_anchor` under a
+  :class:`SearchBudget`.
+
+>>> from rpquery.read import engine
+>>> engine.SHARING_TRAIT
+'MISC_SHARES_VIA_AGGREGATE'
+"""
+
+from __future__ import annotations
+
+from rpquery.read._clauses import (
+    Binds,
+    Ids,
+    capacity,
+    capacity_fits,
+    has_any_trait,
+    has_room,
+    id_list,
+    in_every_aggregate_set,
+    join_usage,
+    not_in_aggregates,
+    unit_allows,
+)
+from rpquery.read._filters import filter_shape, provider_filters, shape_filters
+from rpquery.read._names import SHARING_TRAIT, Names
+from rpquery.read.candidates._batches import ROOT_IDS, Roots
+from rpquery.read.candidates._execute import (
+    Loaded,
+    NamesKey,
+    Sharing,
+    fetch_names,
+    fetch_sharing,
+    load_groups,
+    names_key,
+)
+from rpquery.read.candidates._search import SearchBudget, SearchRules, plan_slots, search_anchor
+from rpquery.read.candidates._sql import group_filters, roots_in_aggregates_stmt, roots_stmt
+
+__all__ = [
+    "Binds",
+    "Ids",
+    "Loaded",
+    "Names",
+    "NamesKey",
+    "ROOT_IDS",
+    "Roots",
+    "SHARING_TRAIT",
+    "SearchBudget",
+    "SearchRules",
+    "Sharing",
+    "capacity",
+    "capacity_fits",
+    "fetch_names",
+    "fetch_sharing",
+    "filter_shape",
+    "group_filters",
+    "has_any_trait",
+    "has_room",
+    "id_list",
+    "in_every_aggregate_set",
+    "join_usage",
+    "load_groups",
+    "names_key",
+    "not_in_aggregates",
+    "plan_slots",
+    "provider_filters",
+    "roots_in_aggregates_stmt",
+    "roots_stmt",
+    "search_anchor",
+    "shape_filters",
+    "unit_allows",
+]
