@@ -39,10 +39,7 @@ def provider_url(req: falcon.Request, rp_uuid: str) -> str:
     return url(req, f"/resource_providers/{rp_uuid}")
 
 
-Provider = ResourceProvider | provider_list.ResourceProvider
-
-
-def serializer(req: falcon.Request) -> Callable[[Provider], dict[str, Any]]:
+def serializer(req: falcon.Request) -> Callable[[ResourceProvider], dict[str, Any]]:
     """How the request's microversion shows a provider: what depends on the request
     (the links' mount point and relations, the tree's uuids) decided once, for lists
     of thousands."""
@@ -53,7 +50,7 @@ def serializer(req: falcon.Request) -> Callable[[Provider], dict[str, Any]]:
             rels.append(rel)
     tree = want(req, (1, 14))
 
-    def one(rp: Provider) -> dict[str, Any]:
+    def one(rp: ResourceProvider) -> dict[str, Any]:
         base = prefix + rp.uuid
         links = [{"rel": "self", "href": base}]
         links += [{"rel": r, "href": f"{base}/{r}"} for r in rels]
@@ -71,7 +68,7 @@ def serializer(req: falcon.Request) -> Callable[[Provider], dict[str, Any]]:
     return one
 
 
-def serialize(req: falcon.Request, rp: Provider) -> dict[str, Any]:
+def serialize(req: falcon.Request, rp: ResourceProvider) -> dict[str, Any]:
     """One provider as Placement shows it at the request's microversion."""
     return serializer(req)(rp)
 
