@@ -13,6 +13,8 @@ WORKERS ?= 2
 BENCH_SCALE ?= medium
 BENCH_BACKENDS ?= sqlite,postgresql,mysql
 BENCH_CLUSTER ?= 1
+# cloud sizes instead of BENCH_SCALE's (e.g. 5000), for make bench and bench-placement
+BENCH_HOSTS ?=
 SEEDS ?= 1-20
 BACKENDS ?= sqlite,postgresql,mysql
 DIFF_REQUESTS ?= 250
@@ -96,7 +98,7 @@ type: $(STAMP) ## mypy on the package
 	$(BIN)/mypy
 
 bench: $(STAMP) ## Benchmarks at BENCH_SCALE (tiny|small|medium|large) on BENCH_BACKENDS, as root with the cluster scenarios (BENCH_CLUSTER=0: without); writes benchmarks/results/<ts>/
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) BENCH_CLUSTER=$(BENCH_CLUSTER) $(BIN)/python -m benchmarks.run
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) BENCH_HOSTS=$(BENCH_HOSTS) BENCH_CLUSTER=$(BENCH_CLUSTER) $(BIN)/python -m benchmarks.run
 
 bench-cluster: $(STAMP) ## Claims/s on a 3-node Galera cluster (1/8/16 writers, one node vs three) and candidates on a hot standby vs primary (root)
 	$(BIN)/python -m benchmarks.cluster
@@ -107,8 +109,8 @@ bench-startup: $(STAMP) ## Start-up: rpquery --help and one-off queries on a sma
 bench-shapes: $(STAMP) ## Never-seen requests: random candidates request shapes on a 100-host cloud per BENCH_BACKENDS, first ask and repeat (median, p90)
 	$(BIN)/python -m benchmarks.shapes --backends $(BENCH_BACKENDS)
 
-bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads and claims/s (installs it into .venv-placement)
-	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) $(BIN)/python -m benchmarks.run --placement
+bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads, claims/s, 1/8/32 schedulers at once (installs it into .venv-placement)
+	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) BENCH_HOSTS=$(BENCH_HOSTS) $(BIN)/python -m benchmarks.run --placement
 
 bench-check: $(STAMP) ## Regression guard: fixed scenarios, BASE (benchmarks/baseline.txt) vs this tree alternated; fails when a median is > 20 % slower
 	$(BIN)/python -m benchmarks.check --backends $(CHECK_BACKENDS) --hosts $(CHECK_HOSTS) --rounds $(CHECK_ROUNDS) \

@@ -41,6 +41,8 @@ WRITES = [s.name for s in _selected if s.writes]
 HTTP = not CONFIG.scenarios or "http" in CONFIG.scenarios
 #: The split of big answers (benchmarks/split.py), likewise.
 SPLIT = not CONFIG.scenarios or "split" in CONFIG.scenarios
+#: Many schedulers at once (benchmarks/concurrency.py): with --placement, or when selected.
+CONCURRENCY = (CONFIG.placement and not CONFIG.scenarios) or "concurrency" in CONFIG.scenarios
 CLOUDS = [(b, h) for b in CONFIG.backends for h in CONFIG.sizes]
 
 
@@ -174,6 +176,30 @@ def test_http_view(cloud: Context) -> None:
     path = OUT / "records.json"
     earlier = json.loads(path.read_text()).get("placement", []) if path.exists() else []
     http_view.run(cloud, SCALE, _append, placement=CONFIG.placement, earlier=earlier)
+
+
+@pytest.mark.skipif(not CONCURRENCY, reason="run with --placement or --scenarios concurrency")
+def test_concurrency(cloud: Context) -> None:
+    """rpquery serve (and Placement, with --placement) under 1, 8 and 32 clients, on the
+    largest cloud of each backend (after the reads: its claims change the cloud)."""
+    from benchmarks import concurrency
+    from benchmarks.scenarios import claim_project, vcpu_providers
+
+    if cloud.cloud.hosts != max(CONFIG.sizes):
+        pytest.skip("the largest cloud only")
+    project, user = claim_project(cloud)
+    records = concurrency.run(
+        cloud.db.url.render_as_string(hide_password=False),
+        cloud.backend,
+        cloud.cloud.hosts,
+        vcpu_providers(cloud.db, limit=100_000),
+        project,
+        user,
+        seconds=concurrency.SECONDS_AT_SCALE[CONFIG.scale],
+        placement=CONFIG.placement,
+    )
+    for record in records:
+        _append("concurrency", record)
 
 
 @pytest.mark.skipif(not SPLIT, reason="select it with --scenarios split")

@@ -26,13 +26,14 @@ names of before the layer packages (4b7f6a1), so that an older baseline runs as 
 from __future__ import annotations
 
 import importlib
-import io
+import importlib.util
 import json
 import random
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -47,29 +48,18 @@ def _first(*names: str) -> Any:
     raise ImportError(f"none of {names}")
 
 
-def _environ(method: str, path: str) -> dict[str, Any]:
-    path_info, _, query = path.partition("?")
-    return {
-        "REQUEST_METHOD": method,
-        "SCRIPT_NAME": "",
-        "PATH_INFO": path_info,
-        "QUERY_STRING": query,
-        "SERVER_NAME": "localhost",
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "REMOTE_ADDR": "127.0.0.1",
-        "HTTP_HOST": "localhost",
-        "HTTP_X_AUTH_TOKEN": "admin",
-        "HTTP_ACCEPT": "application/json",
-        "HTTP_OPENSTACK_API_VERSION": "placement 1.39",
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": "http",
-        "wsgi.input": io.BytesIO(b""),
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": False,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-    }
+def _sibling(name: str) -> Any:
+    """This file's sibling module ``name`` (standard library only), loaded by its path:
+    the checkout first on ``sys.path`` may not have it."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_check_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_environ = _sibling("wsgi_environ").environ
 
 
 class Worker:

@@ -80,10 +80,12 @@ class RunConfig:
     scenarios: tuple[str, ...] = ()
     placement: bool = False
     seed: int = 42
+    #: Cloud sizes instead of the scale's (``--hosts``); the scale still sets the rounds.
+    hosts: tuple[int, ...] = ()
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        return SCALES[self.scale].sizes
+        return self.hosts or SCALES[self.scale].sizes
 
     def save(self) -> Path:
         path = Path(self.out_dir) / "config.json"
@@ -95,6 +97,7 @@ class RunConfig:
         data = json.loads(Path(path).read_text())
         data["backends"] = tuple(data["backends"])
         data["scenarios"] = tuple(data["scenarios"])
+        data["hosts"] = tuple(data.get("hosts", ()))
         return cls(**data)
 
 

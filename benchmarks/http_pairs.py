@@ -4,7 +4,7 @@ changing load does not skew (issue 18: ratios "in one run against Placement").
 The HTTP view (``benchmarks/http_view.py``) times all of rpquery's rounds, then all of
 Placement's: on a loaded machine the two can see different loads (a whole-cloud
 Placement request takes seconds). Here each round sends the request to every server in
-turn — Placement under wsgiref (``benchmarks/placement_server.py``), ``rpquery serve``
+turn — Placement under wsgiref (``tests/loopback_wsgi.py``), ``rpquery serve``
 (2 workers × 4 threads), and optionally ``rpquery serve`` run from another checkout
 (``--before PATH``: its code on ``PYTHONPATH``, e.g. a ``git worktree`` of an earlier
 commit) — so a change of load hits them alike. Reported per request: the median of each

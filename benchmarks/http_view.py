@@ -16,8 +16,8 @@ twins in ``benchmarks/scenarios.py``), on each loaded cloud:
 - **Placement WSGI**: Placement in-process in ``.venv-placement`` (the side-by-side's
   figure when it ran on this cloud, else the same driver);
 - **Placement HTTP**: Placement's app under the standard library's ``wsgiref`` server in
-  ``.venv-placement`` (``benchmarks/placement_server.py``; it has no production server,
-  and wsgiref answers one request per connection).
+  ``.venv-placement`` (``tests/loopback_wsgi.py`` with ``placement_driver.make_app``;
+  it has no production server, and wsgiref answers one request per connection).
 
 The rpquery columns are measured in turn within each round (library, WSGI, serve, serve
 with a new connection), so a load change on a shared machine hits them alike. Ratios
@@ -26,7 +26,6 @@ are Placement / rpquery medians.
 
 from __future__ import annotations
 
-import io
 import json
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ from typing import Any
 
 from benchmarks.config import Scale
 from benchmarks.scenarios import REGISTRY, Context, Prepared
+from benchmarks.wsgi_environ import environ
 from tests.serving import HttpClient, free_port, serving
 
 #: The requests of the HTTP view: candidates with ``limit=10`` and ``limit=1000``, the
@@ -50,6 +50,8 @@ SCENARIOS = (
     "candidates_forbidden_trait",
     "providers_required_forbidden",
     "usages_by_consumer_type",
+    "candidates_sharing_disk",
+    "candidates_sriov_isolate",
 )
 LIMIT10 = SCENARIOS[0]
 MICROVERSION = "placement 1.39"
@@ -64,28 +66,7 @@ TARGET_RATIO, TARGET_OVERHEAD_MS = 100.0, 2.0
 
 def wsgi_environ(path: str) -> dict[str, Any]:
     """A GET of ``path`` as a WSGI server would pass it, with Placement's headers."""
-    path_info, _, query = path.partition("?")
-    return {
-        "REQUEST_METHOD": "GET",
-        "SCRIPT_NAME": "",
-        "PATH_INFO": path_info,
-        "QUERY_STRING": query,
-        "SERVER_NAME": "localhost",
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "REMOTE_ADDR": "127.0.0.1",
-        "HTTP_HOST": "localhost",
-        "HTTP_X_AUTH_TOKEN": "admin",
-        "HTTP_ACCEPT": "application/json",
-        "HTTP_OPENSTACK_API_VERSION": MICROVERSION,
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": "http",
-        "wsgi.input": io.BytesIO(b""),
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": False,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-    }
+    return environ("GET", path, MICROVERSION)
 
 
 def wsgi_get(app: Callable[..., Any], path: str) -> tuple[int, bytes]:
@@ -113,10 +94,11 @@ def placement_server(url: str) -> Iterator[str]:
     from benchmarks.side_by_side import PYTHON
 
     port = free_port()
-    script = Path(__file__).with_name("placement_server.py")
+    script = Path(__file__).resolve().parent.parent / "tests" / "loopback_wsgi.py"
+    builder = f"{Path(__file__).with_name('placement_driver.py')}:make_app"
     with tempfile.TemporaryFile("w+") as err:  # a pipe nobody reads could fill
         proc = subprocess.Popen(
-            [str(PYTHON), str(script), url, str(port)],
+            [str(PYTHON), str(script), str(port), builder, url],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,

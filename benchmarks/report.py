@@ -65,6 +65,7 @@ def _records(out: Path) -> dict[str, Any]:
         "placement",
         "placement_writes",
         "http",
+        "concurrency",
         "split",
         "contention",
         "startup",
@@ -433,6 +434,7 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
         md += ["", f"![rpquery vs Placement]({ratio_plot})"]
     md += ["", *_placement_writes_section(data["placement_writes"])]
     md += ["", *http_view.markdown(data["http"])]
+    md += ["", *_concurrency_section(data["concurrency"])]
     md += ["", *split.markdown(data["split"])]
     md += ["", *_contention_section(data["contention"])]
     md += ["", *_startup_section(data["startup"])]
@@ -440,6 +442,12 @@ def _markdown(data: dict[str, Any], plots: list[str], ratio_plot: str | None) ->
     md += ["", *_cluster_section(data["cluster"])]
     md += ["", *_problems(data["results"])]
     return "\n".join(md) + "\n"
+
+
+def _concurrency_section(rows: list[dict[str, Any]]) -> list[str]:
+    from benchmarks.concurrency import markdown
+
+    return markdown(rows)
 
 
 def _exact(checked: bool | None) -> str | None:

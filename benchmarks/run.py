@@ -11,7 +11,11 @@ pytest-benchmark's own JSON) and are compared with a baseline ``results.json``
     python -m benchmarks.run --placement          # side by side with OpenStack Placement
     python -m benchmarks.run --placement --scenarios http   # the HTTP view alone
     python -m benchmarks.run --scenarios split    # SQL, driver, build, render, body split
+    python -m benchmarks.run --placement --hosts 5000 --scenarios http,concurrency
 
+With ``--placement`` the ``concurrency`` scenario (benchmarks/concurrency.py) serves
+``rpquery serve`` and Placement the same way on the largest cloud of each backend and
+loops 1, 8 and 32 schedulers' requests against each (requests/s, p50/p99 latency).
 After the timed scenarios come ``contention``, ``startup`` (one-off ``rpquery`` commands,
 each a fresh process: benchmarks/startup.py), ``shapes`` (random never-seen candidates
 requests on a 100-host cloud: benchmarks/shapes.py) and ``cluster``: claims/s on a 3-node
@@ -51,7 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--scenarios",
         default="",
         help="comma-separated names, 'http' (HTTP view), 'split' (where big answers' time "
-        "goes), 'contention', 'startup', 'shapes', 'cluster' (default: all)",
+        "goes), 'concurrency' (many schedulers at once, with --placement: both servers), "
+        "'contention', 'startup', 'shapes', 'cluster' (default: all)",
+    )
+    parser.add_argument(
+        "--hosts",
+        default=os.environ.get("BENCH_HOSTS", ""),
+        help="comma-separated cloud sizes instead of the scale's (BENCH_HOSTS), e.g. 5000",
     )
     parser.add_argument(
         "--placement", action="store_true", help="side by side with OpenStack Placement"
@@ -104,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         or SCALES[args.scale].scenarios,
         placement=placement_ok,
         seed=args.seed,
+        hosts=tuple(int(h) for h in args.hosts.split(",") if h.strip()),
     )
     code = _run_pytest(config, out, autosave=not args.no_autosave)
     if not config.scenarios or "contention" in config.scenarios:

@@ -4,7 +4,7 @@ Keystone 30.0.0 from PyPI lives in ``.venv-keystone`` (``make keystone-venv``, p
 ``tests/keystone-constraints.txt``) so that its dependencies never reach ``.venv``. It is
 set up as an operator would: SQLite, fernet tokens, ``keystone-manage db_sync``,
 ``fernet_setup`` and ``bootstrap``; then served by
-``tests/keystone_server.py``. Users, projects and roles are made through Keystone's own
+``tests/loopback_wsgi.py``. Users, projects and roles are made through Keystone's own
 API with the bootstrap admin's token:
 
 - ``admin`` (role ``admin`` on project ``admin``: Keystone's bootstrap),
@@ -190,8 +190,9 @@ def start(directory: Path, port: int) -> Keystone:
     # the server's imports (~4 s) overlap bootstrap: it reads the database per request
     log = open(directory / "keystone.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
-        [str(VENV / "bin" / "python"), str(ROOT / "tests" / "keystone_server.py"),
-         str(directory), str(port)],
+        [str(VENV / "bin" / "python"), str(ROOT / "tests" / "loopback_wsgi.py"), str(port),
+         "keystone.server.wsgi:initialize_public_application", "--threaded",
+         "--env", f"OS_KEYSTONE_CONFIG_DIR={directory}"],
         stdout=subprocess.DEVNULL,
         stderr=log,
     )

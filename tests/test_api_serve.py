@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -101,3 +102,61 @@ def test_workers_keep_connections_alive(sqlite_db, worker_class) -> None:  # typ
         assert client.connections == 3
     else:
         assert answers == [(200, "keep-alive")] * 3
+
+
+def test_gevent_worker_serves_a_waiting_client_before_the_next_pipelined_request(
+    sqlite_db, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """One gevent worker, two kept-alive connections each sending two requests at once
+    (pipelined): each gets a turn before either gets a second, a connection whose next
+    request is already read going to the back of the line (without it, a client that
+    sent again at once kept the worker while the others waited: a1 a2 b1 b2)."""
+    url = sqlite_db.url.render_as_string(hide_password=False)
+    log = tmp_path / "access.log"
+
+    def request(name: str) -> bytes:
+        return (
+            f"GET /resource_providers?name={name} HTTP/1.1\r\nhost: localhost\r\n"
+            "x-auth-token: admin\r\naccept: application/json\r\n\r\n"
+        ).encode()
+
+    def answers(sock: socket.socket, count: int) -> bytes:
+        data = b""
+        while data.count(b'"resource_providers"') < count:
+            chunk = sock.recv(65536)
+            assert chunk, data
+            data += chunk
+        return data
+
+    with serving(url, workers=1, access_log=str(log)) as server:
+        port = int(server.base.rsplit(":", 1)[1])
+        a, b = (socket.create_connection(("127.0.0.1", port), timeout=30) for _ in "ab")
+        with a, b:
+            for sock, name in ((a, "a0"), (b, "b0")):  # both accepted, waiting in the worker
+                sock.sendall(request(name))
+                answers(sock, 1)
+            # both bursts waiting when the worker next looks (each connection's
+            # greenlet back in its read): it is stopped meanwhile
+            time.sleep(0.2)
+            (worker,) = _children(server.process.pid)
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                a.sendall(request("a1") + request("a2"))
+                b.sendall(request("b1") + request("b2"))
+                time.sleep(0.2)  # on loopback, in the worker's socket buffers
+            finally:
+                os.kill(worker, signal.SIGCONT)
+            assert answers(a, 2).count(b"HTTP/1.1 200") == 2
+            assert answers(b, 2).count(b"HTTP/1.1 200") == 2
+    names = [
+        json.loads(line)["query"].removeprefix("name=")
+        for line in log.read_text().splitlines()
+        if json.loads(line)["path"] == "/resource_providers"
+    ]
+    assert names[:2] == ["a0", "b0"]
+    assert sorted(names[2:4]) == ["a1", "b1"], names  # a turn each, then the second
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(p) for p in fh.read().split()]

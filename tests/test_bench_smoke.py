@@ -16,9 +16,25 @@ from typing import Any
 
 import pytest
 
-from benchmarks import explain, http_view, report, shapes, side_by_side, split, startup
+from benchmarks import (
+    concurrency,
+    explain,
+    http_view,
+    report,
+    shapes,
+    side_by_side,
+    split,
+    startup,
+)
 from benchmarks.config import RunConfig
-from benchmarks.scenarios import REGISTRY, Context, Scenario, claim_project, load_plugins
+from benchmarks.scenarios import (
+    REGISTRY,
+    Context,
+    Scenario,
+    claim_project,
+    load_plugins,
+    vcpu_providers,
+)
 from rpquery.db import Database
 from rpquery.generator import CloudSpec, load_cloud
 from rpquery.read.request import parse_candidates
@@ -330,3 +346,41 @@ def test_bench_check_compares_two_checkouts_and_fails_on_a_slower_median(tmp_pat
     rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| sqlite |")]
     assert len(rows) == len(SCENARIOS)
     assert all(r[9] == "**FAIL**" and r[8] != "–" for r in rows)
+
+
+@pytest.mark.skipif(not PLACEMENT_READY, reason=f"no usable Placement: {PLACEMENT_WHY}")
+def test_concurrency_serves_both_apis_under_the_same_gunicorn(sqlite_db: Database) -> None:
+    """The concurrency scenario's plumbing at 20 hosts (a few seconds, no timing asserted):
+    rpquery serve and Placement under gunicorn, 1 and 3 clients each looping candidates
+    and a claim; every rpquery answer a 200 or a 204, every claim answered 204 written,
+    the report's table and its verdicts."""
+    cloud = load_cloud(sqlite_db, CloudSpec(hosts=20, seed=4))
+    ctx = Context(sqlite_db, cloud, "sqlite")
+    project, user = claim_project(ctx)
+    url = sqlite_db.url.render_as_string(hide_password=False)
+    targets = vcpu_providers(sqlite_db, limit=1000)
+
+    def instances() -> int:
+        got = project_usages(sqlite_db, project, user_id=user, consumer_type="INSTANCE")
+        return sum(g.consumer_count for g in got.groups)
+
+    before = instances()
+    records = concurrency.run(
+        url, "sqlite", 20, targets, project, user, seconds=0.2, clients=(1, 3)
+    )
+    assert [(r["server"], r["clients"]) for r in records] == [
+        ("rpquery", 1), ("placement", 1), ("rpquery", 3), ("placement", 3),
+    ]  # fmt: skip
+    written = 0
+    for r in records:
+        # (Placement on SQLite may answer a concurrent claim with HTTP 500: counted)
+        wanted = {"get 200", "put 204"} if r["server"] == "rpquery" else {"get 200"}
+        assert wanted <= set(r["statuses"]) <= {"get 200", "put 204", "put 500"}, r
+        assert r["server"] == "placement" or set(r["statuses"]) == wanted, r
+        assert r["get_n"] == r["put_n"] >= r["clients"] and r["loops_min_max"][0] >= 1
+        assert r["get_p50_ms"] <= r["get_p99_ms"] and r["put_p50_ms"] <= r["put_p99_ms"]
+        written += r["statuses"].get("put 204", 0)
+    # the cells' claims answered 204, and up to 2 per worker per server of the warm-ups
+    assert written <= instances() - before <= written + 2 * 2 * concurrency.WORKERS
+    md = "\n".join(concurrency.markdown(records))
+    assert "| sqlite | 20 | 3 | placement |" in md and "- sqlite at 3 clients: rpquery" in md

@@ -155,8 +155,9 @@ def placement_server(conf: Path) -> _Server:
     if not side_by_side.PYTHON.exists():
         _missing("PLACEMENT (.venv-placement: run `make placement-venv`)")
     port = free_port()
-    cmd = [str(side_by_side.PYTHON), str(ROOT / "tests" / "placement_conf_server.py"),
-           str(conf.parent), str(port)]
+    cmd = [str(side_by_side.PYTHON), str(ROOT / "tests" / "loopback_wsgi.py"), str(port),
+           "placement.wsgi:init_application", "--threaded",
+           "--env", f"OS_PLACEMENT_CONFIG_DIR={conf.parent}"]
     return _Server(cmd, f"http://127.0.0.1:{port}", conf.with_name("placement.log"),
                    dict(os.environ))
 

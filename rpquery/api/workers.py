@@ -97,6 +97,7 @@ def _limits(worker: Any) -> Limits:
 def _gevent_worker() -> type:
     """gunicorn's gevent worker with :class:`_JsonErrors` and the read timeout, built on
     first use: importing gevent is left to the processes that run it."""
+    import gevent
     from gunicorn.workers.base_async import AsyncWorker
     from gunicorn.workers.ggevent import GeventWorker as Base
 
@@ -106,6 +107,16 @@ def _gevent_worker() -> type:
         def handle(self, listener: Any, client: Any, addr: Any) -> None:
             client.settimeout(_limits(self).read_timeout)
             AsyncWorker.handle(self, listener, client, addr)  # not the base's setblocking(1)
+
+        def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
+            try:
+                return Base.handle_request(self, listener_name, req, sock, addr)
+            finally:
+                # To the back of the line before the connection's next request: a client
+                # that sends its next request at once would otherwise find it read
+                # without a wait, and keep the worker while the others wait (32 clients
+                # on 2 workers: some served 1 time, others 48 in 12 s).
+                gevent.idle()
 
     GeventWorker.__module__ = __name__
     GeventWorker.__qualname__ = "GeventWorker"

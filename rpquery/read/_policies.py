@@ -34,6 +34,11 @@ def keep_and_weigh(
     """The ``items`` whose root every policy keeps (each ``keep`` once, on the roots the
     earlier ones kept), highest summed ``weigh`` first; items of equal weight keep their
     order, shuffled first when ``shuffle``."""
+    if not policies:  # every item kept, none weighed: no root to look at
+        out = list(items)
+        if shuffle:
+            random.shuffle(out)
+        return out
     roots = sorted({root_of(i) for i in items})
     for policy in policies:
         kept = policy.keep(conn, roots)

@@ -116,11 +116,13 @@ def _run(
     conn: Connection, req: ProvidersRequest, policies: Sequence[HostPolicy]
 ) -> list[ResourceProvider]:
     dialects.read_session_setup(conn)
-    rows = list(conn.execute(providers_stmt(req, _names(conn, req), policies)))
-    rows = keep_and_weigh(conn, rows, _root_id, policies)
+    rows = conn.execute(providers_stmt(req, _names(conn, req), policies)).all()
+    if policies:
+        rows = keep_and_weigh(conn, rows, _root_id, policies)
+    # (by position: a provider list may have thousands of rows)
     return [
-        ResourceProvider(r.uuid, r.name, int(r.generation or 0), r.root_uuid, r.parent_uuid)
-        for r in rows
+        ResourceProvider(uuid, name, int(generation or 0), root_uuid, parent_uuid)
+        for uuid, name, generation, root_uuid, parent_uuid, _ in rows
     ]
 
 

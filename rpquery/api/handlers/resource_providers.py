@@ -5,6 +5,7 @@ show, update (rename, re-parent), delete."""
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -38,27 +39,38 @@ def provider_url(req: falcon.Request, rp_uuid: str) -> str:
     return url(req, f"/resource_providers/{rp_uuid}")
 
 
-def _links(req: falcon.Request, rp_uuid: str) -> list[dict[str, str]]:
-    base = provider_url(req, rp_uuid)
+def serializer(req: falcon.Request) -> Callable[[ResourceProvider], dict[str, Any]]:
+    """How the request's microversion shows a provider: what depends on the request
+    (the links' mount point and relations, the tree's uuids) decided once, for lists
+    of thousands."""
+    prefix = url(req, "/resource_providers/")
     rels = ["inventories", "usages"]
     for since, rel in (((1, 1), "aggregates"), ((1, 6), "traits"), ((1, 11), "allocations")):
         if want(req, since):
             rels.append(rel)
-    return [{"rel": "self", "href": base}] + [{"rel": r, "href": f"{base}/{r}"} for r in rels]
+    tree = want(req, (1, 14))
+
+    def one(rp: ResourceProvider) -> dict[str, Any]:
+        base = prefix + rp.uuid
+        links = [{"rel": "self", "href": base}]
+        links += [{"rel": r, "href": f"{base}/{r}"} for r in rels]
+        data: dict[str, Any] = {
+            "uuid": rp.uuid,
+            "name": rp.name,
+            "generation": rp.generation,
+            "links": links,
+        }
+        if tree:
+            data["parent_provider_uuid"] = rp.parent_uuid
+            data["root_provider_uuid"] = rp.root_uuid
+        return data
+
+    return one
 
 
-def serialize(req: falcon.Request, rp: ResourceProvider | provider_list.ResourceProvider) -> dict:
+def serialize(req: falcon.Request, rp: ResourceProvider) -> dict[str, Any]:
     """One provider as Placement shows it at the request's microversion."""
-    data: dict[str, Any] = {
-        "uuid": rp.uuid,
-        "name": rp.name,
-        "generation": rp.generation,
-        "links": _links(req, rp.uuid),
-    }
-    if want(req, (1, 14)):
-        data["parent_provider_uuid"] = rp.parent_uuid
-        data["root_provider_uuid"] = rp.root_uuid
-    return data
+    return serializer(req)(rp)
 
 
 def not_found(rp_uuid: str, suffix: str = "") -> ApiError:
@@ -114,7 +126,8 @@ def list_resource_providers(req: falcon.Request, resp: falcon.Response) -> None:
         found = provider_list.list_providers(ctx(req).db, filters)
     except InvalidRequest as exc:
         raise _list_error(exc) from None
-    send_json(req, resp, {"resource_providers": [serialize(req, rp) for rp in found]})
+    one = serializer(req)
+    send_json(req, resp, {"resource_providers": [one(rp) for rp in found]})
 
 
 def _list_error(exc: InvalidRequest) -> ApiError:
