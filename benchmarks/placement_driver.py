@@ -27,7 +27,9 @@ from typing import Any
 MICROVERSION = "placement 1.39"
 
 
-def make_app(url: str) -> Any:
+def make_app(url: str, options: dict[str, dict[str, Any]] | None = None) -> Any:
+    """Placement's app on ``url``; ``options`` maps a section to ``{option: value}``
+    set over the defaults (``{"placement": {"max_allocation_candidates": 100}}``)."""
     from oslo_config import cfg
     from oslo_policy import opts as policy_opts
     from placement import conf, db_api, deploy
@@ -38,6 +40,9 @@ def make_app(url: str) -> Any:
     config.set_override("connection", url, group="placement_database")
     config.set_override("auth_strategy", "noauth2", group="api")
     config([], default_config_files=[])
+    for group, values in (options or {}).items():
+        for name, value in values.items():
+            config.set_override(name, value, group=group)
     db_api.configure(config)
     return deploy.loadapp(config)
 

@@ -538,6 +538,33 @@ def test_a_url_copied_from_placement_logs_works(cli: Invoke) -> None:
     assert len(json.loads(encoded.stdout)["allocation_requests"]) == 1
 
 
+def test_candidates_options_on_the_command_line(cli: Invoke) -> None:
+    """``--max-candidates`` / ``--strategy`` / ``--random``: Placement's candidate
+    options (``CandidateOptions``); a strategy Placement does not know is refused."""
+    qs = "resources=VCPU:1,MEMORY_MB:512"
+    every = cli("candidates", qs, "-f", "value", "-c", "host").output.split()
+    assert len(every) > 8
+    breadth = cli(
+        "candidates",
+        qs,
+        "--max-candidates",
+        "6",
+        "--strategy",
+        "breadth-first",
+        "-f",
+        "value",
+        "-c",
+        "host",
+    ).output.split()
+    assert len(breadth) == 6 and len(set(breadth)) == 6
+    depth = cli("candidates", qs, "--max-candidates", "6", "-f", "value", "-c", "host")
+    assert len(depth.output.split()) == 6 and set(depth.output.split()) <= set(every)
+    sample = cli("candidates", f"{qs}&limit=3", "--random", "-f", "value", "-c", "host")
+    assert len(set(sample.output.split())) == 3 and set(sample.output.split()) <= set(every)
+    bad = CliRunner().invoke(main, ["candidates", qs, "--strategy", "wide"])
+    assert bad.exit_code == 2 and "'wide' is not one of" in bad.output
+
+
 def test_serve_has_one_option_per_limit_with_its_default_help_and_range() -> None:
     """``rpquery serve``'s limit options are made from :class:`Limits`' fields: each
     field is an option with the field's default and help, and a value of 0 is refused

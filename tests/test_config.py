@@ -15,6 +15,7 @@ import pytest
 
 from rpquery.api import config
 from rpquery.api.deploy import check
+from rpquery.read.candidates import CandidateOptions
 from tests.serving import free_port
 
 #: The ``placement.conf`` of Placement's install guide ("Install and configure
@@ -112,15 +113,37 @@ def test_unknown_and_unhonoured_options_are_named(tmp_path: Path) -> None:
     assert f"{path}: [DEFAULT] transport_url: not an option" in text
     assert f"{path}: [profiler] enabled: rpquery does not read the section [profiler]" in text
     assert "[oslo_policy] enforce_scope: not an option of oslo.policy 6.0" in text
+    # Placement's candidate options are honoured (CandidateOptions): no warning
     for name in ("randomize_allocation_candidates", "max_allocation_candidates",
                  "allocation_candidates_generation_strategy"):
-        assert f"[placement] {name} = " in text and "not honoured yet" in text
+        assert name not in text
     assert "[placement_database] max_pool_size = 50: not honoured" in text
     # at its default, an unhonoured option says nothing; [keystone_authtoken] is the
     # middleware's (it reads its auth plugin's options itself)
     assert "allocation_conflict_retry_count" not in text
     assert "keystone_authtoken" not in text
-    assert len(warnings) == 7
+    assert len(warnings) == 4
+
+
+def test_candidate_options_come_from_the_placement_section(tmp_path: Path) -> None:
+    """``[placement]`` randomize / max / strategy become the app's CandidateOptions;
+    any negative max is no bound (Placement's ``max_a_c >= 0`` test); a strategy
+    Placement does not know is refused, as by Placement's oslo.config choices."""
+    path = write(
+        tmp_path,
+        "[placement]\nrandomize_allocation_candidates = true\nmax_allocation_candidates = 7\n"
+        "allocation_candidates_generation_strategy = breadth-first\n",
+    )
+    assert config.load([path]).candidate_options == CandidateOptions(
+        randomize=True, max_candidates=7, strategy="breadth-first"
+    )
+    empty = write(tmp_path, "", "empty.conf")
+    assert config.load([empty]).candidate_options == CandidateOptions()
+    path = write(tmp_path, "[placement]\nmax_allocation_candidates = -20\n")
+    assert config.load([path]).candidate_options.cap is None
+    path = write(tmp_path, "[placement]\nallocation_candidates_generation_strategy = random\n")
+    with pytest.raises(config.ConfigError, match="allocation_candidates_generation_strategy"):
+        config.load([path])
 
 
 def test_bad_values_name_the_option(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -37,6 +37,9 @@ from rpquery.api.routing import Route, add_routes
 from rpquery.api.util import ctx
 from rpquery.db import Database
 from rpquery.errors import RpqueryError
+
+if TYPE_CHECKING:
+    from rpquery.read.candidates import CandidateOptions
 
 __all__ = ["make_app"]
 
@@ -62,9 +65,15 @@ class _Negotiation:
     """Falcon middleware for steps 1–4 of the module docstring and the headers."""
 
     def __init__(
-        self, db: Database, auth: str, authorizer: auth_mod.Authorizer, cors: _Cors | None
+        self,
+        db: Database,
+        auth: str,
+        authorizer: auth_mod.Authorizer,
+        cors: _Cors | None,
+        candidate_options: CandidateOptions | None = None,
     ) -> None:
         self.db = db
+        self.candidate_options = candidate_options
         self.auth = auth
         self.authorizer = authorizer
         self.cors = cors
@@ -73,6 +82,7 @@ class _Negotiation:
         context = ctx(req)
         context.db = self.db
         context.authorizer = self.authorizer
+        context.candidate_options = self.candidate_options
         env = req.env
         ids = request_id.ids_for(env)
         context.request_id = ids.request_id
@@ -220,6 +230,7 @@ def make_app(
     routes: Iterable[Route] | None = None,
     cors_origins: Iterable[str] = (),
     cors_allow_headers: Iterable[str] = (),
+    candidate_options: CandidateOptions | None = None,
 ) -> falcon.App:
     """The WSGI app serving Placement's API (microversions 1.0–1.39) on ``db``.
 
@@ -234,6 +245,9 @@ def make_app(
     ``rpquery[openstack]``).
     ``cors_origins`` turns on CORS for those origins (Placement's ``[cors]
     allowed_origin``), ``cors_allow_headers`` is its ``allow_headers``.
+    ``candidate_options``: Placement's ``[placement]`` options of ``GET
+    /allocation_candidates`` (:class:`rpquery.read.candidates.CandidateOptions`;
+    ``None``: their defaults).
     """
     if auth not in ("keystone", "noauth2", "none"):
         raise ValueError(f"unknown auth strategy {auth!r}: use 'keystone', 'noauth2' or 'none'")
@@ -243,7 +257,7 @@ def make_app(
     chosen = authorizer or (default_authorizer(policy) if auth != "none" else auth_mod.allow_all)
     app = falcon.App(
         request_type=_Request,
-        middleware=[_Negotiation(database, auth, chosen, cors)],
+        middleware=[_Negotiation(database, auth, chosen, cors, candidate_options)],
     )
     app.req_options.strip_url_path_trailing_slash = False
     # Bodiless answers (201, 204) carry no content-type, as Placement's; every body sets one.

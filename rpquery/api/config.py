@@ -40,6 +40,7 @@ from typing import Any
 from oslo_config import cfg, iniparser
 
 from rpquery.api import config_opts as opts
+from rpquery.read.candidates import CandidateOptions
 
 __all__ = ["ConfigError", "Settings", "config_files", "load"]
 
@@ -65,6 +66,9 @@ class Settings:
     files: tuple[str, ...]
     warnings: tuple[str, ...]
     conf: Any = field(repr=False, compare=False)
+    #: ``[placement] randomize_allocation_candidates``, ``max_allocation_candidates``,
+    #: ``allocation_candidates_generation_strategy``
+    candidate_options: CandidateOptions = field(default_factory=CandidateOptions)
 
 
 def config_files(
@@ -123,6 +127,12 @@ def _settings(conf: cfg.ConfigOpts, policy: str | None) -> Settings:
         files=read,
         warnings=tuple(_warnings(conf, read)),
         conf=conf,
+        candidate_options=CandidateOptions(
+            randomize=bool(conf.placement.randomize_allocation_candidates),
+            # (any negative value is no bound, as in Placement)
+            max_candidates=max(conf.placement.max_allocation_candidates, -1),
+            strategy=conf.placement.allocation_candidates_generation_strategy,
+        ),
     )
 
 
@@ -149,9 +159,7 @@ def _usable_url(url: str | None) -> str | None:
 def _dir_files(directory: str | None) -> list[str]:
     if not directory or not os.path.isdir(directory):
         return []
-    return sorted(
-        os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".conf")
-    )
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".conf"))
 
 
 def _log_path(log_file: str | None, log_dir: str | None) -> str | None:

@@ -81,12 +81,6 @@ _DEFAULT = [
 #: Options rpquery reads but honours only at their default, with the reason; a start-up
 #: warning names each one set to anything else.
 UNHONOURED: tuple[tuple[str, str, str], ...] = (
-    ("placement", "randomize_allocation_candidates",
-     "not honoured yet: rpquery returns candidates in its own stable order"),
-    ("placement", "max_allocation_candidates",
-     "not honoured yet: rpquery bounds its search by the request's limit"),
-    ("placement", "allocation_candidates_generation_strategy",
-     "not honoured yet: rpquery's candidate search has one strategy"),
     ("placement", "allocation_conflict_retry_count",
      "not honoured: rpquery retries generation conflicts with its own backoff"),
     ("placement", "incomplete_consumer_project_id",

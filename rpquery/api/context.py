@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rpquery.api.auth import Authorizer, Identity, allow_all
 from rpquery.api.microversion import MIN_VERSION, Version
 from rpquery.db import Database
+
+if TYPE_CHECKING:
+    from rpquery.read.candidates import CandidateOptions
 
 __all__ = ["RequestContext"]
 
@@ -17,7 +21,9 @@ class RequestContext:
     ``version`` is the negotiated microversion, ``identity`` the caller (``None`` on
     the unauthenticated root), ``db`` the :class:`rpquery.db.Database`,
     ``request_id`` the ``x-openstack-request-id`` echoed on the response,
-    ``global_request_id`` the caller's valid inbound one (``-`` when none).
+    ``global_request_id`` the caller's valid inbound one (``-`` when none),
+    ``candidate_options`` Placement's ``[placement]`` candidate options the app
+    serves ``GET /allocation_candidates`` with (``None``: their defaults).
     """
 
     version: Version = MIN_VERSION
@@ -28,6 +34,7 @@ class RequestContext:
     global_request_id: str = "-"
     authorizer: Authorizer = allow_all
     error_code: str | None = None
+    candidate_options: CandidateOptions | None = None
 
     def authorize(self, rule: str, target: Mapping[str, object] | None = None) -> None:
         """Ask the app's authorizer about ``rule``; raises a 403 ``ApiError`` to refuse.

@@ -43,9 +43,7 @@ def _has_keystone_section(settings: Settings) -> bool:
     return any(s == "keystone_authtoken" for f in settings.files for s, _ in keys_in(f))
 
 
-def build_app(
-    settings: Settings, db: Database | None = None, limits: Limits | None = None
-) -> Any:
+def build_app(settings: Settings, db: Database | None = None, limits: Limits | None = None) -> Any:
     """The whole WSGI application for ``settings`` (``db``: an open database to use
     instead of ``[placement_database] connection``), request bodies held to ``limits``
     (the defaults of :class:`rpquery.api.limits.Limits` when ``None``) before any
@@ -69,6 +67,7 @@ def build_app(
         db,
         auth=settings.auth_strategy,
         authorizer=authorizer if settings.auth_strategy != "none" else None,
+        candidate_options=settings.candidate_options,
     )
     if settings.auth_strategy == "keystone":
         from rpquery.api.keystone import protect

@@ -26,7 +26,7 @@ from rpquery.cli._common import emit_json, emit_table, get_db, handles_errors, j
 from rpquery.cli._common import query_pairs as _pairs
 from rpquery.cli._format import Cell, Listing, Output, output_options
 from rpquery.errors import DatabaseError, InvalidRequest
-from rpquery.read.candidates import AllocationCandidates, allocation_candidates
+from rpquery.read.candidates import AllocationCandidates, CandidateOptions, allocation_candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates, parse_providers
 
 if TYPE_CHECKING:
@@ -215,7 +215,28 @@ def show_candidates(result: AllocationCandidates, title: str) -> None:
 
 @click.command("candidates")
 @request_options
-@click.option("--random", "randomize", is_flag=True, help="Pick the limited sample at random.")
+@click.option(
+    "--random",
+    "randomize",
+    is_flag=True,
+    help="A random sample (Placement's [placement] randomize_allocation_candidates).",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["depth-first", "breadth-first"]),
+    default="depth-first",
+    show_default=True,
+    help="Order roots give candidates up to --max-candidates "
+    "([placement] allocation_candidates_generation_strategy).",
+)
+@click.option(
+    "--max-candidates",
+    type=click.IntRange(min=-1),
+    default=-1,
+    show_default=True,
+    help="Generate at most this many candidates, -1: no bound "
+    "([placement] max_allocation_candidates).",
+)
 @click.option(
     "--max-search-steps",
     type=int,
@@ -227,6 +248,8 @@ def show_candidates(result: AllocationCandidates, title: str) -> None:
 def candidates(
     query: str | None,
     randomize: bool,
+    strategy: Any,  # (click's Choice: "depth-first" or "breadth-first")
+    max_candidates: int,
     max_search_steps: int | None,
     policy: PolicyFlags,
     out: Output,
@@ -238,12 +261,13 @@ def candidates(
     'resources=VCPU:2,MEMORY_MB:2048&required=!CUSTOM_GPU&limit=5'.
     """
     request: CandidatesRequest = parse_candidates(candidate_params(query, flags))
-    if randomize:
-        request = dataclasses.replace(request, randomize=True)
+    options = CandidateOptions(
+        randomize=randomize, max_candidates=max_candidates, strategy=strategy
+    )
     db = get_db()
     policies = policy.build(db)
     result = allocation_candidates(
-        db, request, policies=policies, max_search_steps=max_search_steps
+        db, request, policies=policies, max_search_steps=max_search_steps, options=options
     )
     out.emit(candidates_listing(result, "allocation candidates"), result.to_placement)
 

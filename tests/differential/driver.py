@@ -3,12 +3,14 @@
 Not imported by the tests: :mod:`tests.differential.placement` starts it with the
 Placement virtualenv's interpreter, one process per cloud::
 
-    .venv-placement/bin/python tests/differential/driver.py URL
+    .venv-placement/bin/python tests/differential/driver.py URL [OPTIONS_JSON]
 
 Each line on stdin is a JSON list of requests ``{"method", "path", "body"?,
 "version"?}`` (``version`` defaults to 1.39); each answer line on stdout is the list
 of ``{"status", "body"}`` in order. Placement's in-process WSGI app (noauth2, the
-given database URL) is built once, by ``benchmarks/placement_driver.py``.
+given database URL) is built once, by ``benchmarks/placement_driver.py``;
+``OPTIONS_JSON`` (``{"placement": {"max_allocation_candidates": 100}}``) sets options
+over Placement's defaults.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from typing import Any
 BENCH_DRIVER = Path(__file__).resolve().parents[2] / "benchmarks" / "placement_driver.py"
 
 
-def _make_app(url: str) -> Any:
+def _make_app(url: str, options: dict[str, dict[str, Any]] | None = None) -> Any:
     spec = importlib.util.spec_from_file_location("placement_driver", BENCH_DRIVER)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.make_app(url)
+    return module.make_app(url, options)
 
 
 def _call(app: Any, item: dict[str, Any]) -> dict[str, Any]:
@@ -54,10 +56,10 @@ def _call(app: Any, item: dict[str, Any]) -> dict[str, Any]:
     return {"status": response.status_int, "body": body}
 
 
-def main(url: str) -> None:
+def main(url: str, options: dict[str, dict[str, Any]] | None = None) -> None:
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything Placement prints goes to stderr, not into the answers
-    app = _make_app(url)
+    app = _make_app(url, options)
     answers.write("ready\n")
     answers.flush()
     for line in sys.stdin:
@@ -68,4 +70,4 @@ def main(url: str) -> None:
 
 if __name__ == "__main__":
     sys.path.pop(0)  # this directory: nothing here may shadow Placement's packages
-    main(sys.argv[1])
+    main(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)

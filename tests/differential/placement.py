@@ -27,13 +27,16 @@ def placement_url(url: str) -> str:
 
 
 class Placement:
-    """A running Placement app on ``url``; :meth:`ask` sends one batch of requests."""
+    """A running Placement app on ``url``; :meth:`ask` sends one batch of requests.
+    ``options``: ``placement.conf`` options over Placement's defaults, by section
+    (``{"placement": {"randomize_allocation_candidates": True}}``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, options: dict[str, dict[str, Any]] | None = None) -> None:
         # stderr to a file: a pipe nobody reads could fill up and block Placement
         self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
+        extra = [json.dumps(options)] if options else []
         self.proc = subprocess.Popen(
-            [str(side_by_side.PYTHON), str(DRIVER), placement_url(url)],
+            [str(side_by_side.PYTHON), str(DRIVER), placement_url(url), *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,

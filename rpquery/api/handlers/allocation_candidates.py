@@ -359,10 +359,10 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
         # The library's own body is 1.34+'s, written in one pass (orjson) from the
         # answer's compact rows. Its summaries are already those of the trees the
         # requests allocate from (what _trees_used keeps below).
-        send_json_bytes(req, resp, _body(db, search))
+        send_json_bytes(req, resp, _body(db, search, ctx(req).candidate_options))
         return
     try:
-        answer = candidates.allocation_candidates(db, search)
+        answer = candidates.allocation_candidates(db, search, options=ctx(req).candidate_options)
     except InvalidRequest as error:
         raise _library_error(error) from None
     if blind:
@@ -378,11 +378,15 @@ def list_candidates(req: falcon.Request, resp: falcon.Response) -> None:
     send_json(req, resp, body)
 
 
-def _body(db: Any, search: CandidatesRequest) -> bytes:
+def _body(
+    db: Any, search: CandidatesRequest, options: candidates.CandidateOptions | None = None
+) -> bytes:
     """The 1.34+ body of ``search``'s answer (the collector paused until the answer
     is freed: :func:`~rpquery.read.candidates.allocation_candidates_json`)."""
     try:
-        return candidates.allocation_candidates_json(db, search, trait_key=_trait_order)
+        return candidates.allocation_candidates_json(
+            db, search, trait_key=_trait_order, options=options
+        )
     except InvalidRequest as error:
         raise _library_error(error) from None
 

@@ -13,12 +13,15 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 2. anchor roots (``root_required``, policy ``where`` clauses; with ``limit`` and no
    policy needing every host, a batch of roots in id order, ``ORDER BY``/``LIMIT``, so
    only a batch of trees is looked at; steps 2-4 run again for the next batch until
-   ``limit`` candidates are found: :class:`~rpquery.read.candidates._batches.Batches`;
+   ``limit`` roots gave a candidate (``limit`` candidates under a depth-first
+   ``max_candidates``): :class:`~rpquery.read.candidates._batches.Batches`;
    on a cloud of at most ``Batches.ONE_BATCH`` roots, one batch of every root);
 3. one statement per request group with capacity, usage, traits and aggregates
    (:mod:`rpquery.read.candidates._sql`);
 4. the pruning search (:mod:`rpquery.read.candidates._search`, lazy, under a step budget:
-   :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``;
+   :func:`search_budget`), then policies' ``keep`` and ``weigh``, then ``limit``,
+   round-robin over the roots (:mod:`rpquery.read.candidates._spread`, which also
+   holds Placement's candidate options);
 5. provider summaries for the trees the returned candidates allocate from (one
    statement for at most ``SUMMARY_SMALL`` trees, else two or three).
 """
@@ -26,7 +29,7 @@ How one request runs (a fixed number of statements, whatever the cloud's size):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import chain, islice
 from operator import attrgetter
 from typing import Any
@@ -71,6 +74,16 @@ from rpquery.read.candidates._search import (
     plan_slots,
     search_anchor,
 )
+from rpquery.read.candidates._spread import (
+    DEFAULT_OPTIONS,
+    CandidateOptions,
+    SearchPlan,
+    Spread,
+    arrange,
+    search_plan,
+    searched_request,
+    shuffled,
+)
 from rpquery.read.candidates._summaries import fetch_summaries, fetch_uuids
 from rpquery.read.request import CandidatesRequest, Params, as_candidates_request
 from rpquery.store import dialects
@@ -82,19 +95,26 @@ def allocation_candidates(
     *,
     policies: Sequence[HostPolicy] = (),
     max_search_steps: int | None = None,
+    options: CandidateOptions | None = None,
 ) -> AllocationCandidates:
     """Allocation candidates for ``request`` (typed, query string or multi-dict).
 
     The search may take at most ``max_search_steps`` steps (see :func:`search_budget`
     for the default); past it the request fails with ``TooComplex``
-    (``rpquery.candidates.too_complex``)."""
+    (``rpquery.candidates.too_complex``). ``options``: Placement's
+    ``[placement]`` candidate options (:class:`CandidateOptions`: random sample,
+    ``max_allocation_candidates``, generation strategy); by default none of them.
+    A limited answer takes the first candidate of each root before the second of any
+    (docs/read-path.md, *Order of limited answers and Placement's candidate
+    options*)."""
     req = as_candidates_request(request)
     budget = search_budget(db, max_search_steps)
+    opts = DEFAULT_OPTIONS if options is None else options
 
     def work(conn: Connection) -> AllocationCandidates:
         # gc: ~10^5 acyclic rows at whole-cloud scale
         with paused_gc(), dialects.unprepared(conn, repeats=small_cloud(conn)):
-            return _run(conn, req, policies, budget)
+            return _run(conn, req, policies, budget, opts)
 
     # autocommit: the statements need no common snapshot (at READ COMMITTED each has its
     # own anyway); a connection the server closed is found by the first statement, not
@@ -109,6 +129,7 @@ def allocation_candidates_json(
     policies: Sequence[HostPolicy] = (),
     max_search_steps: int | None = None,
     trait_key: Callable[[str], Any] | None = None,
+    options: CandidateOptions | None = None,
 ) -> bytes:
     """:func:`allocation_candidates`' answer as Placement 1.39's JSON body
     (:meth:`AllocationCandidates.to_placement_json`), the cyclic garbage collector
@@ -123,7 +144,7 @@ def allocation_candidates_json(
     """
     with paused_gc():
         answer = allocation_candidates(
-            db, request, policies=policies, max_search_steps=max_search_steps
+            db, request, policies=policies, max_search_steps=max_search_steps, options=options
         )
         body = answer.to_placement_json(trait_key=trait_key)
         del answer  # freed by reference counting, before the collector is back
@@ -166,14 +187,21 @@ def _run(
     req: CandidatesRequest,
     policies: Sequence[HostPolicy],
     budget: SearchBudget,
+    options: CandidateOptions = DEFAULT_OPTIONS,
 ) -> AllocationCandidates:
+    every_candidate = any(p.needs_all_candidates for p in policies)
+    how = search_plan(req.limit, options, randomize=req.randomize, every_candidate=every_candidate)
     names, sharing = fetch_names_sharing(conn, req)
-    push_limit = req.limit is not None and not any(p.needs_all_candidates for p in policies)
-    stop = req.limit if push_limit else None
+    searched_req = searched_request(req, how)
+    stop = how.target
     found: list[RawCandidate] = []
     seen: set[tuple[object, ...]] = set()
     root_of: dict[int, int] = {}
-    plan = Batches(stop, randomize=req.randomize, key=walk_key(conn, req), cloud=conn.engine.url)
+    spreading = Spread(stop, budget) if how.mode == "spread" and stop else None
+    key: Hashable = walk_key(conn, req)
+    if spreading is not None:
+        key = (key, "spread")  # roots per candidate-giving root, not per candidate
+    plan = Batches(stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url)
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write
@@ -183,14 +211,18 @@ def _run(
     # the root of every inventory, when one batch of every root read them all
     cloud_roots: Sequence[int] | None = None
     while batch is not None:
-        roots = select_roots(conn, req, names, policies, batch, sharing.rc_ids)
+        roots = select_roots(conn, searched_req, names, policies, batch, sharing.rc_ids)
         searched = 0
         if roots.ids != []:
             loaded = load_groups(conn, req, names, roots, sharing, summary_rows=True, give_up=True)
             if loaded.hopeless:  # no candidate (and no tree of this batch to summarise)
-                batch = plan.next(batch, roots, len(found), len(loaded.anchors))
+                got = spreading.viable if spreading is not None else len(found)
+                batch = plan.next(batch, roots, got, len(loaded.anchors))
                 continue
-            searched = _collect(loaded, req, found, seen, budget, stop)
+            if spreading is not None:
+                searched = spreading.add(loaded)
+            else:
+                searched = _collect(loaded, searched_req, found, seen, budget, stop)
             root_of.update(loaded.data.root_of)
             if inventory is not None and loaded.inventory is not None:
                 for column, more in zip(inventory, loaded.inventory, strict=True):
@@ -199,8 +231,13 @@ def _run(
                     cloud_roots = loaded.inventory_roots
             else:
                 inventory = None
-        batch = plan.next(batch, roots, len(found), searched)
-    chosen = _apply_policies(conn, found, policies, req)
+        got = spreading.viable if spreading is not None else len(found)
+        batch = plan.next(batch, roots, got, searched)
+    if spreading is not None:
+        found = spreading.answer()
+    elif how.mode == "depth" and stop is not None:
+        del found[stop:]
+    chosen = _apply_policies(conn, found, policies, req, how)
     return _summarise(conn, chosen, names, root_of, inventory, cloud_roots)
 
 
@@ -298,15 +335,21 @@ def _apply_policies(
     found: list[RawCandidate],
     policies: Sequence[HostPolicy],
     req: CandidatesRequest,
+    how: SearchPlan | None = None,
 ) -> list[RawCandidate]:
-    """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), then ``limit``."""
-    if not policies and not req.randomize:  # keep_and_weigh would keep all, in order
-        return found[: req.limit] if req.limit is not None else found
-    out = keep_and_weigh(conn, found, _root_id, policies, shuffle=req.randomize)
-    return out[: req.limit] if req.limit is not None else out
+    """Policies' ``keep`` then ``weigh`` (once each, on surviving roots), shuffled
+    first when the plan says so, then ``limit`` in the order of limited answers
+    (:func:`~._spread.arrange`: round-robin over roots)."""
+    shuffle = how.shuffle if how is not None else req.randomize
+    if policies:
+        found = keep_and_weigh(conn, found, _root_id, policies, shuffle=shuffle)
+    elif shuffle:
+        found = shuffled(found)
+    return arrange(found, req.limit)
 
 
 _root_id = attrgetter("root_id")
+_root_uuid = attrgetter("root_uuid")
 _picks = attrgetter("picks")
 
 
@@ -362,8 +405,9 @@ def _summarise(
 def exclude_nested(answer: AllocationCandidates, limit: int | None = None) -> AllocationCandidates:
     """The answer as Placement gives it before microversion 1.29, blind to nested
     trees: only allocation requests taking from at most one provider per tree, then
-    ``limit``, and only the summaries of providers those requests use. Run the search
-    without a limit first (the limit applies after this filter). Call it only when the
+    ``limit`` (round-robin over roots, as any limited answer), and only the summaries
+    of providers those requests use. Run the search without a limit first (the limit
+    applies after this filter). Call it only when the
     cloud has nested providers (:func:`rpquery.write.providers.has_nested`): Placement leaves
     a flat cloud's answer alone.
 
@@ -376,8 +420,8 @@ def exclude_nested(answer: AllocationCandidates, limit: int | None = None) -> Al
         for ar in answer.allocation_requests
         if len({summaries[rp].root_uuid for rp in ar.allocations}) == len(ar.allocations)
     ]
-    if limit is not None:
-        kept = kept[:limit]
+    if limit is not None:  # the order of limited answers: round-robin over roots
+        kept = arrange(kept, limit, root_of=_root_uuid)
     used = {rp for ar in kept for rp in ar.allocations}
     return AllocationCandidates(kept, {u: s for u, s in summaries.items() if u in used})
 
@@ -401,6 +445,7 @@ def candidate_statements(
 __all__ = [
     "AllocationCandidates",
     "AllocationRequest",
+    "CandidateOptions",
     "ProviderSummary",
     "ResourceSummary",
     "allocation_candidates",
