@@ -381,6 +381,9 @@ def _claim_generations(
                 STALE_PROVIDER,
                 f"provider {uuid} is at generation {current}, not {provider.generation}",
                 token=uuid,
+                provider=uuid,
+                expected_generation=provider.generation,
+                actual_generation=current,
             )
 
 
