@@ -185,7 +185,9 @@ def _collation_twin(conn: Connection, name: str) -> tuple[str, str] | None:
     """MySQL/MariaDB: the existing name the column's collation takes ``name`` for, with
     the collation (``None`` when the name itself is taken, and on the other backends,
     where a failed statement also ends the transaction)."""
-    collation = dialects.column_collation(conn, "resource_providers", "name")
+    collation = dialects.backend(conn.dialect.name).column_collation(
+        conn, "resource_providers", "name"
+    )
     if collation is None:
         return None
     rp = resource_providers

@@ -72,12 +72,9 @@ __all__ = [
     "block_writers",
     "bulk_insert",
     "capacity_expr",
-    "charset_problems",
     "by_backend",
     "concat_agg",
-    "column_collation",
     "exact_eq",
-    "explain_prefix",
     "explain_sql",
     "floor_int",
     "in_id_list",
@@ -93,17 +90,14 @@ __all__ = [
     "node_not_ready",
     "json_quote",
     "least",
-    "locks_rows",
     "long_concat_select",
     "long_concat_sql",
     "missing_table",
     "one_snapshot",
     "random_order",
-    "ratio_as_written",
     "ratio_as_written_expr",
     "read_session_setup",
     "read_settings",
-    "reads_autocommit",
     "refresh_after_bulk_load",
     "refresh_statistics",
     "renders_summaries",
@@ -219,22 +213,6 @@ class ExactText(TypeDecorator[str]):
         return dialect.type_descriptor(backend(dialect.name).exact_text(self.length, dialect))
 
 
-def column_collation(conn: Connection, table: str, column: str) -> str | None:
-    """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
-    comparisons are exact)."""
-    return backend(conn.dialect.name).column_collation(conn, table, column)
-
-
-def charset_problems(conn: Connection) -> list[tuple[str, str]]:
-    """Where a MySQL/MariaDB database cannot hold every character rpquery may be given
-    (a 4-byte one such as an emoji in a project id or provider name), as ``(problem,
-    fix)`` pairs: the connection's character set, the database's default (new tables
-    inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``, ``latin1``,
-    ...: common in older Placement deployments). Empty elsewhere: PostgreSQL and
-    SQLite store any text."""
-    return backend(conn.dialect.name).charset_problems(conn)
-
-
 # ---------------------------------------------------------------- result coercion
 
 
@@ -261,22 +239,6 @@ def to_int(value: Any) -> int:
 # digits the 32-bit column has already lost the written value; MariaDB's text form of a
 # FLOAT then has 6 significant digits (MySQL 8's the shortest round-trip), and SQL and
 # Python still agree because both read that same text.
-
-
-def ratio_as_written(conn: Connection, value: Any) -> float:
-    """An ``allocation_ratio`` read from the database on ``conn``, as it was written: on
-    MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
-    value itself elsewhere. Equal to :class:`ratio_as_written_expr` in SQL: PyMySQL
-    reads the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it
-    is, and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
-
-    >>> maria = backend("mysql")
-    >>> maria.ratio_as_written(0.699999988079071), maria.ratio_as_written(0.7)
-    (0.7, 0.7)
-    >>> backend("postgresql").ratio_as_written(0.699999988079071)
-    0.699999988079071
-    """
-    return backend(conn.dialect.name).ratio_as_written(float(value))
 
 
 def capacity_expr(
@@ -332,16 +294,11 @@ def missing_table(error: exc.DBAPIError) -> str | None:
 # ---------------------------------------------------------------- EXPLAIN
 
 
-def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
-    """The statement prefix that asks each backend for its plan."""
-    return backend(dialect_name).explain_prefix(analyze=analyze)
-
-
 _SETTINGS = re.compile(r"\s*SET STATEMENT .*? FOR ", re.IGNORECASE | re.DOTALL)
 
 
 def explain_sql(dialect_name: str, sql: str, *, analyze: bool = False) -> str:
-    """``sql`` asking for its plan: :func:`explain_prefix` in front, or after MariaDB's
+    """``sql`` asking for its plan: the backend's ``explain_prefix`` in front, or after MariaDB's
     per-statement settings (``SET STATEMENT ... FOR``), which then apply to the plan.
 
     >>> explain_sql("mysql", "SET STATEMENT join_cache_level = 4 FOR SELECT 1")
@@ -349,7 +306,7 @@ def explain_sql(dialect_name: str, sql: str, *, analyze: bool = False) -> str:
     """
     settings = _SETTINGS.match(sql)
     head = settings.group(0) if settings else ""
-    return head + explain_prefix(dialect_name, analyze=analyze) + sql[len(head) :]
+    return head + backend(dialect_name).explain_prefix(analyze=analyze) + sql[len(head) :]
 
 
 # ---------------------------------------------------------------- whole-cloud reports
@@ -568,23 +525,6 @@ def execute_prepared(conn: Connection, cursor: Any, sql: str, params: dict[str, 
     allocation candidates at 100 hosts: 0.59 -> 0.16 ms). Elsewhere a plain
     execution."""
     backend(conn.dialect.name).execute_prepared(conn, cursor, sql, params)
-
-
-def reads_autocommit(dialect_name: str) -> bool:
-    """Whether a read that needs no snapshot shared by its statements should run in
-    autocommit mode: PostgreSQL (psycopg switches without a round trip, and ``BEGIN``
-    and ``ROLLBACK`` are two round trips of a read's seven; at ``READ COMMITTED`` each
-    statement of a transaction takes its own snapshot anyway). Not MySQL/MariaDB
-    (PyMySQL's switch is a round trip each way) nor SQLite (in the process)."""
-    return backend(dialect_name).reads_autocommit
-
-
-def locks_rows(dialect_name: str) -> bool:
-    """Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``) and
-    leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
-    transaction locks the whole database, so a long read inside one stalls every
-    writer (past its 30 s busy timeout, under a scheduler's picks)."""
-    return backend(dialect_name).locks_rows
 
 
 def one_snapshot(conn: Connection) -> None:

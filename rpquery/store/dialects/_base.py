@@ -26,7 +26,9 @@ class Backend(Protocol):
     #: SQLAlchemy's dialect name (``sqlite``, ``postgresql``, ``mysql``).
     name: str
     #: Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``)
-    #: and leave other writers running.
+    #: and leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
+    #: transaction locks the whole database, so a long read inside one stalls every
+    #: writer (past its 30 s busy timeout, under a scheduler's picks).
     locks_rows: bool
     #: Whether the database lives on a server (emptied by dropping and recreating it)
     #: rather than in a file or in this process's memory.
@@ -48,7 +50,9 @@ class Backend(Protocol):
     rows_as_json: bool
     #: Whether a read that needs no snapshot across its statements is cheaper in
     #: autocommit mode (no ``BEGIN``/``ROLLBACK`` round trips): PostgreSQL with psycopg,
-    #: which switches modes without a round trip.
+    #: which switches modes without a round trip (at ``READ COMMITTED`` each statement
+    #: of a transaction takes its own snapshot anyway). Not MySQL/MariaDB (PyMySQL's
+    #: switch is a round trip each way) nor SQLite (in the process).
     reads_autocommit: bool
 
     # -- engine setup (rpquery.db)
@@ -107,10 +111,41 @@ class Backend(Protocol):
     ) -> AbstractContextManager[list[str]]: ...
 
     # -- EXPLAIN, text and numbers
-    def explain_prefix(self, *, analyze: bool = False) -> str: ...
-    def column_collation(self, conn: Connection, table: str, column: str) -> str | None: ...
-    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]: ...
-    def ratio_as_written(self, value: float) -> float: ...
+    def explain_prefix(self, *, analyze: bool = False) -> str:
+        """The statement prefix that asks the backend for its plan."""
+        ...
+
+    def column_collation(self, conn: Connection, table: str, column: str) -> str | None:
+        """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
+        comparisons are exact)."""
+        ...
+
+    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
+        """Where a MySQL/MariaDB database cannot hold every character rpquery may be
+        given (a 4-byte one such as an emoji in a project id or provider name), as
+        ``(problem, fix)`` pairs: the connection's character set, the database's default
+        (new tables inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``,
+        ``latin1``, ...: common in older Placement deployments). Empty elsewhere:
+        PostgreSQL and SQLite store any text."""
+        ...
+
+    def ratio_as_written(self, value: float) -> float:
+        """An ``allocation_ratio`` read from the database, as it was written: on
+        MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
+        value itself elsewhere. Equal to ``ratio_as_written_expr`` in SQL: PyMySQL reads
+        the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it is,
+        and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
+        Callers pass a ``float`` (a driver may hand over ``Decimal`` or text).
+
+        >>> from rpquery.store.dialects import backend
+        >>> maria = backend("mysql")
+        >>> maria.ratio_as_written(0.699999988079071), maria.ratio_as_written(0.7)
+        (0.7, 0.7)
+        >>> backend("postgresql").ratio_as_written(0.699999988079071)
+        0.699999988079071
+        """
+        ...
+
     def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]: ...
 
     # -- whole-cloud reports (rpquery.insight)
