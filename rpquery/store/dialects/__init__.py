@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, cast
 
 from sqlalchemy import Select, Table, exc
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.sql import ColumnElement, FromClause
+from sqlalchemy.sql import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine, Unicode
 
 from rpquery.errors import InvalidRequest
@@ -80,7 +80,6 @@ __all__ = [
     "in_id_list",
     "in_name_list",
     "execute_prepared",
-    "indexes_deferred",
     "ids_as_text",
     "insert_ignore",
     "insert_ignore_explicit_ids",
@@ -105,10 +104,8 @@ __all__ = [
     "json_rows",
     "groups_offers",
     "sync_id_sequence",
-    "tally",
     "text_concat",
     "to_int",
-    "triggers_suspended",
     "trunc_int",
     "unprepared",
 ]
@@ -312,24 +309,6 @@ def explain_sql(dialect_name: str, sql: str, *, analyze: bool = False) -> str:
 # ---------------------------------------------------------------- whole-cloud reports
 
 
-def tally(
-    dialect_name: str,
-    rows: FromClause,
-    by: str,
-    item: str,
-    largest: str,
-    *,
-    examples: int,
-    every: Any,
-) -> Select[Any]:
-    """Per value of ``rows.c[by]``: its row count, the largest ``rows.c[largest]`` and
-    the first ``examples`` values of ``rows.c[item]``; every row whose ``by`` is
-    ``every`` listed. Rows ``(by, item, count, largest)``: one per example (window
-    functions), or on MySQL/MariaDB one per value with the examples as text
-    (``"3,8,12"``; each row of ``every`` its own), run there with hash joins."""
-    return backend(dialect_name).tally(rows, by, item, largest, examples=examples, every=every)
-
-
 # ---------------------------------------------------------------- bulk loading
 
 
@@ -356,44 +335,6 @@ def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
     ``ANALYZE t`` on PostgreSQL, ``ANALYZE TABLE t, ...`` on MySQL/MariaDB, ``ANALYZE``
     on SQLite. Without it PostgreSQL plans a freshly loaded table as if it were tiny."""
     backend(conn.dialect.name).refresh_statistics(conn, tables)
-
-
-def triggers_suspended(
-    conn: Connection, triggers: Mapping[str, Sequence[str]]
-) -> AbstractContextManager[bool]:
-    """Inside this write transaction, the named triggers (``{table: names}``) do not
-    fire and no other session writes those tables; yields whether that holds.
-
-    For a bulk load that does the triggers' work itself in one grouped pass. Nobody
-    else can see the triggers off: the change is part of the transaction, other
-    writers of the tables wait until it ends, and a rollback (any exception: the
-    transaction must not commit after one) puts everything back.
-
-    - PostgreSQL: ``LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE`` (writers wait, readers
-      do not) and ``ALTER TABLE ... DISABLE TRIGGER``, re-enabled before the block
-      ends. Altering a table needs its owner: without the privilege (or the lock),
-      yields ``False`` and the triggers stay on.
-    - SQLite: the write transaction holds the database's only write lock already; the
-      triggers are dropped and re-created from their stored SQL (DDL is
-      transactional there).
-    - MySQL/MariaDB: yields ``False``. Trigger DDL commits the transaction there, so
-      the triggers cannot be turned off atomically, and stay on.
-    """
-    return backend(conn.dialect.name).triggers_suspended(conn, triggers)
-
-
-def indexes_deferred(conn: Connection, tables: Sequence[str]) -> AbstractContextManager[list[str]]:
-    """PostgreSQL, when every one of ``tables`` is empty: drop their plain indexes (not
-    unique, not backing a constraint) for this transaction and build them again when
-    the block ends: one sort per index instead of a B-tree insert per row, which at
-    millions of rows keyed on random uuids thrashes the buffer cache. Then ``ANALYZE``
-    the tables, so the rest of the transaction is planned for their new size. Yields
-    the names of the deferred indexes (none elsewhere, or when a table has rows).
-
-    Dropping an index locks its table (``ACCESS EXCLUSIVE``): readers of ``tables``
-    wait until the transaction ends (they would have found them empty). A rollback
-    (any exception) restores the indexes."""
-    return backend(conn.dialect.name).indexes_deferred(conn, tables)
 
 
 def insert_select_adding(

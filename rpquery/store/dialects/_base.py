@@ -105,10 +105,41 @@ class Backend(Protocol):
     def refresh_after_bulk_load(self, engine: Engine, tables: Sequence[Table]) -> None: ...
     def triggers_suspended(
         self, conn: Connection, triggers: Mapping[str, Sequence[str]]
-    ) -> AbstractContextManager[bool]: ...
+    ) -> AbstractContextManager[bool]:
+        """Inside this write transaction, the named triggers (``{table: names}``) do not
+        fire and no other session writes those tables; yields whether that holds.
+
+        For a bulk load that does the triggers' work itself in one grouped pass. Nobody
+        else can see the triggers off: the change is part of the transaction, other
+        writers of the tables wait until it ends, and a rollback (any exception: the
+        transaction must not commit after one) puts everything back.
+
+        - PostgreSQL: ``LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE`` (writers wait, readers
+          do not) and ``ALTER TABLE ... DISABLE TRIGGER``, re-enabled before the block
+          ends. Altering a table needs its owner: without the privilege (or the lock),
+          yields ``False`` and the triggers stay on.
+        - SQLite: the write transaction holds the database's only write lock already; the
+          triggers are dropped and re-created from their stored SQL (DDL is
+          transactional there).
+        - MySQL/MariaDB: yields ``False``. Trigger DDL commits the transaction there, so
+          the triggers cannot be turned off atomically, and stay on.
+        """
+        ...
+
     def indexes_deferred(
         self, conn: Connection, tables: Sequence[str]
-    ) -> AbstractContextManager[list[str]]: ...
+    ) -> AbstractContextManager[list[str]]:
+        """PostgreSQL, when every one of ``tables`` is empty: drop their plain indexes (not
+        unique, not backing a constraint) for this transaction and build them again when
+        the block ends: one sort per index instead of a B-tree insert per row, which at
+        millions of rows keyed on random uuids thrashes the buffer cache. Then ``ANALYZE``
+        the tables, so the rest of the transaction is planned for their new size. Yields
+        the names of the deferred indexes (none elsewhere, or when a table has rows).
+
+        Dropping an index locks its table (``ACCESS EXCLUSIVE``): readers of ``tables``
+        wait until the transaction ends (they would have found them empty). A rollback
+        (any exception) restores the indexes."""
+        ...
 
     # -- EXPLAIN, text and numbers
     def explain_prefix(self, *, analyze: bool = False) -> str:
@@ -151,7 +182,13 @@ class Backend(Protocol):
     # -- whole-cloud reports (rpquery.insight)
     def tally(
         self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
-    ) -> Select[Any]: ...
+    ) -> Select[Any]:
+        """Per value of ``rows.c[by]``: its row count, the largest ``rows.c[largest]`` and
+        the first ``examples`` values of ``rows.c[item]``; every row whose ``by`` is
+        ``every`` listed. Rows ``(by, item, count, largest)``: one per example (window
+        functions), or on MySQL/MariaDB one per value with the examples as text
+        (``"3,8,12"``; each row of ``every`` its own), run there with hash joins."""
+        ...
 
 
 class NoKeptPlans:
