@@ -388,13 +388,13 @@ def reading(
 
     ``autocommit``: the read's statements need not share a snapshot, so on a backend
     where that saves round trips (PostgreSQL: no ``BEGIN`` and ``ROLLBACK``,
-    :func:`rpquery.store.dialects.reads_autocommit`) a connection of the database runs
+    the backend's ``reads_autocommit``) a connection of the database runs
     in autocommit mode; the caller's connection is never changed."""
     if isinstance(db_or_conn, Connection):
         yield db_or_conn
     else:
         with db_or_conn.connect() as conn:
-            if autocommit and dialects.reads_autocommit(conn.dialect.name):
+            if autocommit and dialects.backend(conn.dialect.name).reads_autocommit:
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
 

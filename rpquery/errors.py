@@ -135,10 +135,15 @@ class ConcurrentUpdate(Conflict):
     ``actual_generation`` (the database's; ``None``: no such consumer). ``consumer`` is
     ``None`` when the error is not (or not only) such a check.
 
+    A single provider's generation check carries ``provider`` (uuid) with the same two
+    generations (``actual_generation`` ``None`` when the row changed after it was read,
+    so its new value is not known). ``provider`` is ``None`` when the check covered many
+    providers at once (an allocation write) or was not a provider's.
+
     >>> e = ConcurrentUpdate("rpquery.consumer.generation_conflict", "stale", token="c",
     ...                      consumer="c", expected_generation=1, actual_generation=2)
-    >>> e.consumer, e.expected_generation, e.actual_generation
-    ('c', 1, 2)
+    >>> e.consumer, e.provider, e.expected_generation, e.actual_generation
+    ('c', None, 1, 2)
     """
 
     default_code = "rpquery.concurrent_update"
@@ -150,11 +155,13 @@ class ConcurrentUpdate(Conflict):
         *,
         token: str | None = None,
         consumer: str | None = None,
+        provider: str | None = None,
         expected_generation: int | None = None,
         actual_generation: int | None = None,
     ):
         super().__init__(code, detail, token=token)
         self.consumer = consumer
+        self.provider = provider
         self.expected_generation = expected_generation
         self.actual_generation = actual_generation
 

@@ -517,7 +517,8 @@ def load_cloud(
         # No trigger reads the tables meanwhile: with them suspended, their plain
         # indexes can wait too (built again, and the tables analysed, when it ends).
         tables = tuple(SUMMARY_INSERT_TRIGGERS)
-        with dialects.indexes_deferred(conn, tables) if grouped else nullcontext():
+        backend = dialects.backend(conn.dialect.name)
+        with backend.indexes_deferred(conn, tables) if grouped else nullcontext():
             ids = _prepare_ids(conn)
             first = dict(ids.next)
             plan = _Planner(spec, ids).build()
@@ -578,7 +579,9 @@ def _summaries_mode(conn: Connection, summaries: str) -> Iterator[bool]:
     if summaries == TRIGGERS:
         yield False
         return
-    with dialects.triggers_suspended(conn, SUMMARY_INSERT_TRIGGERS) as suspended:
+    with dialects.backend(conn.dialect.name).triggers_suspended(
+        conn, SUMMARY_INSERT_TRIGGERS
+    ) as suspended:
         yield suspended
 
 

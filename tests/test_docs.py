@@ -125,6 +125,23 @@ def test_links_into_design_md_name_its_sections() -> None:
     assert sorted(link for link in links if link[1] not in anchors) == []
 
 
+#: a link to a section of a markdown file of the repository: ``[...](docs/x.md#anchor)``
+SECTION_LINK = re.compile(r"\]\(([^)\s#:]*\.md)#([^)\s]+)\)")
+
+
+def test_links_to_sections_name_a_heading() -> None:
+    """A link from the README or a document to ``file.md#anchor`` lands on a heading."""
+    broken, checked = [], 0
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for target, anchor in SECTION_LINK.findall(path.read_text()):
+            linked = (path.parent / target).resolve()
+            checked += 1
+            if not linked.exists() or anchor not in heading_anchors(linked.read_text()):
+                broken.append((str(path.relative_to(ROOT)), f"{target}#{anchor}"))
+    assert checked > 50
+    assert broken == []
+
+
 #: a work period and its number, which must not date the project's history: name a date,
 #: a commit or a release instead (written in two parts: this file does not match itself)
 WORK_PERIOD = re.compile(r"\bsess" + r"ion[ _-]?\d", re.IGNORECASE)

@@ -13,13 +13,15 @@ import os_resource_classes as orc
 import os_traits
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
 import rpquery
 from rpquery.db import Database
-from rpquery.errors import SchemaError
+from rpquery.errors import InvalidRequest, SchemaError
 from rpquery.store import migrations
 from rpquery.store.tables import PLACEMENT_HEAD, RPQUERY_TABLES, metadata, resource_providers
 from tests.conftest import ALL_BACKENDS, _ran
@@ -190,3 +192,38 @@ def test_frozen_helpers_doctests() -> None:
     assert Path(frozen.__file__ or "").name == "frozen.py"
     result = doctest.testmod(frozen)
     assert result.attempted > 0 and result.failed == 0
+
+
+class _OtherDialect(SQLiteDialect_pysqlite):
+    """SQLite's driver under a name rpquery does not know: a real dialect that connects,
+    standing in for a backend with no module in ``rpquery.store.dialects``."""
+
+    name = "otherdb"
+    supports_statement_cache = True
+
+
+sa.dialects.registry.register("otherdb", __name__, "_OtherDialect")
+
+
+@pytest.mark.parametrize("handed_over", [True, False], ids=["connection", "alembic-command"])
+def test_env_refuses_an_unknown_dialect_before_any_migration(
+    tmp_path: Path, handed_over: bool
+) -> None:
+    """``schema/env.py`` refuses a dialect outside the registry before the first revision
+    runs (a migration's ``else`` would otherwise give it SQLite's trigger DDL), whether
+    the connection is handed over (``migrations.upgrade``) or opened from
+    ``sqlalchemy.url`` (the ``alembic`` command)."""
+    path = tmp_path / "other.db"
+    engine = sa.create_engine(f"otherdb:///{path}")
+    assert engine.dialect.name == "otherdb"
+    with pytest.raises(InvalidRequest) as refused, engine.begin() as conn:
+        config = migrations._config(conn if handed_over else None)
+        if not handed_over:
+            config.set_main_option("sqlalchemy.url", f"otherdb:///{path}")
+        command.upgrade(config, "head")
+    engine.dispose()
+    assert refused.value.code == "rpquery.db.unsupported_dialect"
+    assert refused.value.token == "otherdb"
+    plain = sa.create_engine(f"sqlite:///{path}")
+    assert sa.inspect(plain).get_table_names() == []
+    plain.dispose()

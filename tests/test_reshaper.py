@@ -33,7 +33,7 @@ from rpquery.errors import (
 from rpquery.models import ConsumerAllocations, Inventory
 from rpquery.store.tables import metadata, resource_providers
 from rpquery.usage import reads as usages
-from rpquery.write import reshaper
+from rpquery.write import providers, reshaper
 from rpquery.write.allocations import replace_allocations
 from rpquery.write.reshaper import ProviderInventories
 from tests.factories import Ref, allocate, new_uuid, provider
@@ -233,7 +233,10 @@ def test_stale_generation_on_last_provider_refused(db: Database) -> None:
     err = _refused(
         db, cloud, invs, allocs, ConcurrentUpdate, "rpquery.reshape.provider_generation_conflict"
     )
-    assert err.token == cloud.numa1
+    assert isinstance(err, ConcurrentUpdate)
+    actual = providers.get_provider(db, cloud.numa1).generation
+    assert (err.token, err.provider, err.expected_generation) == (cloud.numa1, cloud.numa1, 7)
+    assert err.actual_generation == actual != 7
 
 
 def test_inventory_removed_while_still_allocated_refused(db: Database) -> None:

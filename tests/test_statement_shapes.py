@@ -289,7 +289,7 @@ def test_a_request_sends_few_statements(
             (ar,) = answer.allocation_requests
             names = {answer.provider_summaries[u].name for u in ar.allocations}
             assert names == {"host", "disk"}
-        autocommit = dialects.reads_autocommit(db.dialect_name)
+        autocommit = dialects.backend(db.dialect_name).reads_autocommit
         assert set(levels) == ({"AUTOCOMMIT"} if autocommit else {None}), qs
 
 

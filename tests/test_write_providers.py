@@ -92,6 +92,8 @@ def test_rename_checks_generation(db: Database) -> None:
     with pytest.raises(ConcurrentUpdate) as err:
         providers.rename_provider(db, cn.uuid, "stale", generation=0)
     assert err.value.code == "rpquery.provider.generation_conflict"
+    stale = err.value
+    assert (stale.provider, stale.expected_generation, stale.actual_generation) == (cn.uuid, 0, 1)
     with pytest.raises(Conflict) as dup:
         providers.rename_provider(db, cn.uuid, "cn2", generation=1)
     assert dup.value.code == "rpquery.provider.duplicate"
@@ -199,6 +201,8 @@ def test_every_generation_guarded_write_checks_uuid_and_generation(db: Database,
     with pytest.raises(ConcurrentUpdate) as stale:
         write(db, cn.uuid, 5)
     assert stale.value.code == "rpquery.provider.generation_conflict"
+    assert (stale.value.provider, stale.value.expected_generation) == (cn.uuid, 5)
+    assert stale.value.actual_generation == 0
     with pytest.raises(NotFound) as missing:
         write(db, new_uuid(), 0)
     assert missing.value.code == "rpquery.provider.not_found"

@@ -466,12 +466,12 @@ def counted_stmt(
     (one ``MAX(CASE ...)`` per class), its verdict the smallest of its classes'
     (``LEAST``); a host with none of the classes gets its verdict from a correlated
     subquery over its tree's providers (:func:`bare_stmt`), run for those hosts only.
-    Then counted per verdict by :func:`rpquery.store.dialects.tally`: window functions
-    on SQLite and PostgreSQL (one row per example host), ``GROUP BY verdict`` with the
-    examples as text on MariaDB (one row per verdict), whose window functions cost
-    several times the rest of the statement and which runs it with hash joins. Only
-    for one group that no sharing provider serves and that is not a granular group of
-    several classes."""
+    Then counted per verdict by the backend's ``tally`` (:mod:`rpquery.store.dialects`):
+    window functions on SQLite and PostgreSQL (one row per example host),
+    ``GROUP BY verdict`` with the examples as text on MariaDB (one row per verdict),
+    whose window functions cost several times the rest of the statement and which runs
+    it with hash joins. Only for one group that no sharing provider serves and that is
+    not a granular group of several classes."""
     r, n = rows_cte(group, names, ())
     stages = filter_stages(group, names, resource_providers.alias("rp"))
     classes = sorted(group.resources)
@@ -494,7 +494,9 @@ def counted_stmt(
         else_=sa.null(),
     )
     h = sa.select(ph.c.k, verdict.label("verdict"), free_of.label("free")).subquery("h")
-    return dialects.tally(dialect_name, h, "verdict", "k", "free", examples=examples, every=PASS)
+    return dialects.backend(dialect_name).tally(
+        h, "verdict", "k", "free", examples=examples, every=PASS
+    )
 
 
 def _per_host(r: Any, n: Any, rc_ids: list[int], nreq: int) -> Any:

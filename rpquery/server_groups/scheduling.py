@@ -232,7 +232,7 @@ def _place_one(
     lost: list[Exception] = []
 
     def attempt() -> Scheduled:
-        if dialects.locks_rows(db.dialect_name):
+        if dialects.backend(db.dialect_name).locks_rows:
             with db.begin() as conn:
                 policy = make_policy(_locked_group(conn, group_uuid))
                 picked = pick(policy)

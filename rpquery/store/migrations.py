@@ -145,10 +145,10 @@ def status(db: Database) -> SchemaStatus:
 
 def charset_problems(db: Database) -> list[tuple[str, str]]:
     """``(problem, fix)`` for every place a MySQL/MariaDB database cannot hold 4-byte
-    characters (``utf8mb3`` and older character sets; :func:`dialects.charset_problems`).
+    characters (``utf8mb3`` and older character sets; the backend's ``charset_problems``).
     Reported by ``rpquery db upgrade`` and ``rpquery db check``."""
     with db.connect() as conn:
-        return dialects.charset_problems(conn)
+        return dialects.backend(conn.dialect.name).charset_problems(conn)
 
 
 def require_current(db: Database) -> None:

@@ -64,7 +64,8 @@ def add_new_allocations(conn: Connection, first_id: int, last_id: int) -> None:
     one grouped pass: what the insert trigger would have done, for rows written in
     this transaction with it suspended (the bulk loader,
     :func:`rpquery.generator.load_cloud`; other writers held off by
-    :func:`rpquery.store.dialects.triggers_suspended`). Stored rows are added to."""
+    the backend's ``triggers_suspended``, :mod:`rpquery.store.dialects`). Stored rows are
+    added to."""
     dialects.insert_select_adding(
         conn,
         provider_usages,

@@ -167,8 +167,9 @@ def add_new_consumers(conn: Connection, first_id: int, last_id: int) -> None:
 
     The consumers must be new (they counted nowhere before) and every allocation row
     written with them must belong to one of them; other writers must be held off
-    (:func:`rpquery.store.dialects.triggers_suspended` does). Existing summary rows are
-    added to, so loading into a non-empty database stays exact."""
+    (the backend's ``triggers_suspended`` in :mod:`rpquery.store.dialects` does).
+    Existing summary rows are added to, so loading into a non-empty database stays
+    exact."""
     new = consumers.c.id.between(first_id, last_id)
     dialects.insert_select_adding(
         conn,

@@ -289,7 +289,7 @@ def read_state(
             row.min_unit,
             row.max_unit,
             row.step_size,
-            dialects.ratio_as_written(conn, row.allocation_ratio),
+            dialects.backend(conn.dialect.name).ratio_as_written(float(row.allocation_ratio)),
         )
         pairs[(row.uuid, row.resource_class_id)] = PairState(
             prov, row.resource_class_id, inventory, to_int(row.others), to_int(row.writers)

@@ -162,7 +162,8 @@ def _refuse_collation_twin(conn: Connection, kind: str, key: str) -> None:
     twin = conn.execute(sa.select(table.c[col]).where(table.c[col] == key).limit(1)).scalar()
     if twin is None or twin == key:
         return
-    collation = dialects.column_collation(conn, table.name, col) or "its collation"
+    found = dialects.backend(conn.dialect.name).column_collation(conn, table.name, col)
+    collation = found or "its collation"
     what = {"projects": "project", "users": "user", "types": "consumer type"}[kind]
     raise Conflict(
         COLLATION_CONFLICT,

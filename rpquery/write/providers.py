@@ -160,6 +160,9 @@ def claim_generation(conn: Connection, rp_uuid: str, generation: int) -> int:
             GENERATION_CONFLICT,
             f"provider {rp_uuid} is at generation {row.generation}, not {generation}",
             token=rp_uuid,
+            provider=rp_uuid,
+            expected_generation=generation,
+            actual_generation=row.generation,
         )
     return int(row.id)
 
@@ -182,7 +185,9 @@ def _collation_twin(conn: Connection, name: str) -> tuple[str, str] | None:
     """MySQL/MariaDB: the existing name the column's collation takes ``name`` for, with
     the collation (``None`` when the name itself is taken, and on the other backends,
     where a failed statement also ends the transaction)."""
-    collation = dialects.column_collation(conn, "resource_providers", "name")
+    collation = dialects.backend(conn.dialect.name).column_collation(
+        conn, "resource_providers", "name"
+    )
     if collation is None:
         return None
     rp = resource_providers
@@ -239,8 +244,12 @@ def create_provider(
         return _load(conn, rp_uuid)[1]
 
 
-def _bump(conn: Connection, rp_id: int, generation: int, **values: object) -> None:
-    """``UPDATE ... SET generation = generation + 1, <values> WHERE id AND generation``."""
+def _bump(
+    conn: Connection, rp_id: int, found: ResourceProvider, generation: int, **values: object
+) -> None:
+    """``UPDATE ... SET generation = generation + 1, <values> WHERE id AND generation``;
+    ``found`` is the provider as read in this transaction (its uuid and generation go
+    into the conflict)."""
     rp = resource_providers
     result = conn.execute(
         rp.update()
@@ -252,6 +261,9 @@ def _bump(conn: Connection, rp_id: int, generation: int, **values: object) -> No
             GENERATION_CONFLICT,
             f"provider generation conflict: expected {generation}",
             token=str(generation),
+            provider=found.uuid,
+            expected_generation=generation,
+            actual_generation=found.generation,
         )
 
 
@@ -262,9 +274,9 @@ def rename_provider(db: Database, rp_uuid: str, name: str, *, generation: int) -
     check_name(name)
     check_generation(generation)
     with db.begin() as conn:
-        rp_id, _ = _load(conn, rp_uuid)
+        rp_id, found = _load(conn, rp_uuid)
         try:
-            _bump(conn, rp_id, generation, name=name)
+            _bump(conn, rp_id, found, generation, name=name)
         except exc.IntegrityError as error:
             raise _duplicate(conn, name, rp_uuid, error) from error
         return _load(conn, rp_uuid)[1]
@@ -286,7 +298,7 @@ def set_parent(
     check_generation(generation)
     rp = resource_providers
     with db.begin() as conn:
-        rp_id, _ = _load(conn, rp_uuid)
+        rp_id, found = _load(conn, rp_uuid)
         parent_id, new_root = None, rp_id
         if parent is not None:
             row = conn.execute(
@@ -304,7 +316,7 @@ def set_parent(
                     f"provider {parent} is {rp_uuid} or below it: that would make a cycle",
                     token=parent,
                 )
-        _bump(conn, rp_id, generation, parent_provider_id=parent_id)
+        _bump(conn, rp_id, found, generation, parent_provider_id=parent_id)
         conn.execute(
             rp.update().where(rp.c.id.in_(subtree_ids(rp_id))).values(root_provider_id=new_root)
         )
@@ -342,7 +354,10 @@ def delete_provider(db: Database, rp_uuid: str) -> None:
         )
         if result.rowcount != 1:
             raise ConcurrentUpdate(
-                GENERATION_CONFLICT, f"provider {rp_uuid} changed while being deleted"
+                GENERATION_CONFLICT,
+                f"provider {rp_uuid} changed while being deleted",
+                provider=rp_uuid,
+                expected_generation=found.generation,
             )
 
 

@@ -381,6 +381,9 @@ def _claim_generations(
                 STALE_PROVIDER,
                 f"provider {uuid} is at generation {current}, not {provider.generation}",
                 token=uuid,
+                provider=uuid,
+                expected_generation=provider.generation,
+                actual_generation=current,
             )
 
 
@@ -389,7 +392,9 @@ def _pair_usages(conn: Connection, provider_ids: Sequence[int]) -> _Pairs:
     for row in conn.execute(pair_usage_select(provider_ids)):
         capacity = None
         if row.total is not None:
-            ratio = dialects.ratio_as_written(conn, row.allocation_ratio)
+            ratio = dialects.backend(conn.dialect.name).ratio_as_written(
+                float(row.allocation_ratio)
+            )
             inv = Inventory(total=row.total, reserved=row.reserved, allocation_ratio=ratio)
             capacity = inv.capacity
         pairs[(row.resource_provider_id, row.resource_class_id)] = _PairUsage(

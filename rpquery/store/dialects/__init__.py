@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any, cast
 
 from sqlalchemy import Select, Table, exc
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.sql import ColumnElement, FromClause
+from sqlalchemy.sql import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine, Unicode
 
 from rpquery.errors import InvalidRequest
@@ -72,18 +72,14 @@ __all__ = [
     "block_writers",
     "bulk_insert",
     "capacity_expr",
-    "charset_problems",
     "by_backend",
     "concat_agg",
-    "column_collation",
     "exact_eq",
-    "explain_prefix",
     "explain_sql",
     "floor_int",
     "in_id_list",
     "in_name_list",
     "execute_prepared",
-    "indexes_deferred",
     "ids_as_text",
     "insert_ignore",
     "insert_ignore_explicit_ids",
@@ -93,17 +89,14 @@ __all__ = [
     "node_not_ready",
     "json_quote",
     "least",
-    "locks_rows",
     "long_concat_select",
     "long_concat_sql",
     "missing_table",
     "one_snapshot",
     "random_order",
-    "ratio_as_written",
     "ratio_as_written_expr",
     "read_session_setup",
     "read_settings",
-    "reads_autocommit",
     "refresh_after_bulk_load",
     "refresh_statistics",
     "renders_summaries",
@@ -111,10 +104,8 @@ __all__ = [
     "json_rows",
     "groups_offers",
     "sync_id_sequence",
-    "tally",
     "text_concat",
     "to_int",
-    "triggers_suspended",
     "trunc_int",
     "unprepared",
 ]
@@ -219,22 +210,6 @@ class ExactText(TypeDecorator[str]):
         return dialect.type_descriptor(backend(dialect.name).exact_text(self.length, dialect))
 
 
-def column_collation(conn: Connection, table: str, column: str) -> str | None:
-    """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
-    comparisons are exact)."""
-    return backend(conn.dialect.name).column_collation(conn, table, column)
-
-
-def charset_problems(conn: Connection) -> list[tuple[str, str]]:
-    """Where a MySQL/MariaDB database cannot hold every character rpquery may be given
-    (a 4-byte one such as an emoji in a project id or provider name), as ``(problem,
-    fix)`` pairs: the connection's character set, the database's default (new tables
-    inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``, ``latin1``,
-    ...: common in older Placement deployments). Empty elsewhere: PostgreSQL and
-    SQLite store any text."""
-    return backend(conn.dialect.name).charset_problems(conn)
-
-
 # ---------------------------------------------------------------- result coercion
 
 
@@ -261,22 +236,6 @@ def to_int(value: Any) -> int:
 # digits the 32-bit column has already lost the written value; MariaDB's text form of a
 # FLOAT then has 6 significant digits (MySQL 8's the shortest round-trip), and SQL and
 # Python still agree because both read that same text.
-
-
-def ratio_as_written(conn: Connection, value: Any) -> float:
-    """An ``allocation_ratio`` read from the database on ``conn``, as it was written: on
-    MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
-    value itself elsewhere. Equal to :class:`ratio_as_written_expr` in SQL: PyMySQL
-    reads the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it
-    is, and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
-
-    >>> maria = backend("mysql")
-    >>> maria.ratio_as_written(0.699999988079071), maria.ratio_as_written(0.7)
-    (0.7, 0.7)
-    >>> backend("postgresql").ratio_as_written(0.699999988079071)
-    0.699999988079071
-    """
-    return backend(conn.dialect.name).ratio_as_written(float(value))
 
 
 def capacity_expr(
@@ -332,16 +291,11 @@ def missing_table(error: exc.DBAPIError) -> str | None:
 # ---------------------------------------------------------------- EXPLAIN
 
 
-def explain_prefix(dialect_name: str, *, analyze: bool = False) -> str:
-    """The statement prefix that asks each backend for its plan."""
-    return backend(dialect_name).explain_prefix(analyze=analyze)
-
-
 _SETTINGS = re.compile(r"\s*SET STATEMENT .*? FOR ", re.IGNORECASE | re.DOTALL)
 
 
 def explain_sql(dialect_name: str, sql: str, *, analyze: bool = False) -> str:
-    """``sql`` asking for its plan: :func:`explain_prefix` in front, or after MariaDB's
+    """``sql`` asking for its plan: the backend's ``explain_prefix`` in front, or after MariaDB's
     per-statement settings (``SET STATEMENT ... FOR``), which then apply to the plan.
 
     >>> explain_sql("mysql", "SET STATEMENT join_cache_level = 4 FOR SELECT 1")
@@ -349,28 +303,10 @@ def explain_sql(dialect_name: str, sql: str, *, analyze: bool = False) -> str:
     """
     settings = _SETTINGS.match(sql)
     head = settings.group(0) if settings else ""
-    return head + explain_prefix(dialect_name, analyze=analyze) + sql[len(head) :]
+    return head + backend(dialect_name).explain_prefix(analyze=analyze) + sql[len(head) :]
 
 
 # ---------------------------------------------------------------- whole-cloud reports
-
-
-def tally(
-    dialect_name: str,
-    rows: FromClause,
-    by: str,
-    item: str,
-    largest: str,
-    *,
-    examples: int,
-    every: Any,
-) -> Select[Any]:
-    """Per value of ``rows.c[by]``: its row count, the largest ``rows.c[largest]`` and
-    the first ``examples`` values of ``rows.c[item]``; every row whose ``by`` is
-    ``every`` listed. Rows ``(by, item, count, largest)``: one per example (window
-    functions), or on MySQL/MariaDB one per value with the examples as text
-    (``"3,8,12"``; each row of ``every`` its own), run there with hash joins."""
-    return backend(dialect_name).tally(rows, by, item, largest, examples=examples, every=every)
 
 
 # ---------------------------------------------------------------- bulk loading
@@ -399,44 +335,6 @@ def refresh_statistics(conn: Connection, tables: Sequence[Table]) -> None:
     ``ANALYZE t`` on PostgreSQL, ``ANALYZE TABLE t, ...`` on MySQL/MariaDB, ``ANALYZE``
     on SQLite. Without it PostgreSQL plans a freshly loaded table as if it were tiny."""
     backend(conn.dialect.name).refresh_statistics(conn, tables)
-
-
-def triggers_suspended(
-    conn: Connection, triggers: Mapping[str, Sequence[str]]
-) -> AbstractContextManager[bool]:
-    """Inside this write transaction, the named triggers (``{table: names}``) do not
-    fire and no other session writes those tables; yields whether that holds.
-
-    For a bulk load that does the triggers' work itself in one grouped pass. Nobody
-    else can see the triggers off: the change is part of the transaction, other
-    writers of the tables wait until it ends, and a rollback (any exception: the
-    transaction must not commit after one) puts everything back.
-
-    - PostgreSQL: ``LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE`` (writers wait, readers
-      do not) and ``ALTER TABLE ... DISABLE TRIGGER``, re-enabled before the block
-      ends. Altering a table needs its owner: without the privilege (or the lock),
-      yields ``False`` and the triggers stay on.
-    - SQLite: the write transaction holds the database's only write lock already; the
-      triggers are dropped and re-created from their stored SQL (DDL is
-      transactional there).
-    - MySQL/MariaDB: yields ``False``. Trigger DDL commits the transaction there, so
-      the triggers cannot be turned off atomically, and stay on.
-    """
-    return backend(conn.dialect.name).triggers_suspended(conn, triggers)
-
-
-def indexes_deferred(conn: Connection, tables: Sequence[str]) -> AbstractContextManager[list[str]]:
-    """PostgreSQL, when every one of ``tables`` is empty: drop their plain indexes (not
-    unique, not backing a constraint) for this transaction and build them again when
-    the block ends: one sort per index instead of a B-tree insert per row, which at
-    millions of rows keyed on random uuids thrashes the buffer cache. Then ``ANALYZE``
-    the tables, so the rest of the transaction is planned for their new size. Yields
-    the names of the deferred indexes (none elsewhere, or when a table has rows).
-
-    Dropping an index locks its table (``ACCESS EXCLUSIVE``): readers of ``tables``
-    wait until the transaction ends (they would have found them empty). A rollback
-    (any exception) restores the indexes."""
-    return backend(conn.dialect.name).indexes_deferred(conn, tables)
 
 
 def insert_select_adding(
@@ -568,23 +466,6 @@ def execute_prepared(conn: Connection, cursor: Any, sql: str, params: dict[str, 
     allocation candidates at 100 hosts: 0.59 -> 0.16 ms). Elsewhere a plain
     execution."""
     backend(conn.dialect.name).execute_prepared(conn, cursor, sql, params)
-
-
-def reads_autocommit(dialect_name: str) -> bool:
-    """Whether a read that needs no snapshot shared by its statements should run in
-    autocommit mode: PostgreSQL (psycopg switches without a round trip, and ``BEGIN``
-    and ``ROLLBACK`` are two round trips of a read's seven; at ``READ COMMITTED`` each
-    statement of a transaction takes its own snapshot anyway). Not MySQL/MariaDB
-    (PyMySQL's switch is a round trip each way) nor SQLite (in the process)."""
-    return backend(dialect_name).reads_autocommit
-
-
-def locks_rows(dialect_name: str) -> bool:
-    """Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``) and
-    leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
-    transaction locks the whole database, so a long read inside one stalls every
-    writer (past its 30 s busy timeout, under a scheduler's picks)."""
-    return backend(dialect_name).locks_rows
 
 
 def one_snapshot(conn: Connection) -> None:

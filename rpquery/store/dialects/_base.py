@@ -26,7 +26,9 @@ class Backend(Protocol):
     #: SQLAlchemy's dialect name (``sqlite``, ``postgresql``, ``mysql``).
     name: str
     #: Whether a write transaction can lock single rows (``SELECT ... FOR UPDATE``)
-    #: and leave other writers running.
+    #: and leave other writers running: PostgreSQL and MariaDB/MySQL. SQLite's write
+    #: transaction locks the whole database, so a long read inside one stalls every
+    #: writer (past its 30 s busy timeout, under a scheduler's picks).
     locks_rows: bool
     #: Whether the database lives on a server (emptied by dropping and recreating it)
     #: rather than in a file or in this process's memory.
@@ -48,7 +50,9 @@ class Backend(Protocol):
     rows_as_json: bool
     #: Whether a read that needs no snapshot across its statements is cheaper in
     #: autocommit mode (no ``BEGIN``/``ROLLBACK`` round trips): PostgreSQL with psycopg,
-    #: which switches modes without a round trip.
+    #: which switches modes without a round trip (at ``READ COMMITTED`` each statement
+    #: of a transaction takes its own snapshot anyway). Not MySQL/MariaDB (PyMySQL's
+    #: switch is a round trip each way) nor SQLite (in the process).
     reads_autocommit: bool
 
     # -- engine setup (rpquery.db)
@@ -101,22 +105,90 @@ class Backend(Protocol):
     def refresh_after_bulk_load(self, engine: Engine, tables: Sequence[Table]) -> None: ...
     def triggers_suspended(
         self, conn: Connection, triggers: Mapping[str, Sequence[str]]
-    ) -> AbstractContextManager[bool]: ...
+    ) -> AbstractContextManager[bool]:
+        """Inside this write transaction, the named triggers (``{table: names}``) do not
+        fire and no other session writes those tables; yields whether that holds.
+
+        For a bulk load that does the triggers' work itself in one grouped pass. Nobody
+        else can see the triggers off: the change is part of the transaction, other
+        writers of the tables wait until it ends, and a rollback (any exception: the
+        transaction must not commit after one) puts everything back.
+
+        - PostgreSQL: ``LOCK TABLE ... IN SHARE ROW EXCLUSIVE MODE`` (writers wait, readers
+          do not) and ``ALTER TABLE ... DISABLE TRIGGER``, re-enabled before the block
+          ends. Altering a table needs its owner: without the privilege (or the lock),
+          yields ``False`` and the triggers stay on.
+        - SQLite: the write transaction holds the database's only write lock already; the
+          triggers are dropped and re-created from their stored SQL (DDL is
+          transactional there).
+        - MySQL/MariaDB: yields ``False``. Trigger DDL commits the transaction there, so
+          the triggers cannot be turned off atomically, and stay on.
+        """
+        ...
+
     def indexes_deferred(
         self, conn: Connection, tables: Sequence[str]
-    ) -> AbstractContextManager[list[str]]: ...
+    ) -> AbstractContextManager[list[str]]:
+        """PostgreSQL, when every one of ``tables`` is empty: drop their plain indexes (not
+        unique, not backing a constraint) for this transaction and build them again when
+        the block ends: one sort per index instead of a B-tree insert per row, which at
+        millions of rows keyed on random uuids thrashes the buffer cache. Then ``ANALYZE``
+        the tables, so the rest of the transaction is planned for their new size. Yields
+        the names of the deferred indexes (none elsewhere, or when a table has rows).
+
+        Dropping an index locks its table (``ACCESS EXCLUSIVE``): readers of ``tables``
+        wait until the transaction ends (they would have found them empty). A rollback
+        (any exception) restores the indexes."""
+        ...
 
     # -- EXPLAIN, text and numbers
-    def explain_prefix(self, *, analyze: bool = False) -> str: ...
-    def column_collation(self, conn: Connection, table: str, column: str) -> str | None: ...
-    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]: ...
-    def ratio_as_written(self, value: float) -> float: ...
+    def explain_prefix(self, *, analyze: bool = False) -> str:
+        """The statement prefix that asks the backend for its plan."""
+        ...
+
+    def column_collation(self, conn: Connection, table: str, column: str) -> str | None:
+        """The collation of ``table.column`` on MySQL/MariaDB (``None`` elsewhere: their
+        comparisons are exact)."""
+        ...
+
+    def charset_problems(self, conn: Connection) -> list[tuple[str, str]]:
+        """Where a MySQL/MariaDB database cannot hold every character rpquery may be
+        given (a 4-byte one such as an emoji in a project id or provider name), as
+        ``(problem, fix)`` pairs: the connection's character set, the database's default
+        (new tables inherit it) and every text column not in ``utf8mb4`` (``utf8mb3``,
+        ``latin1``, ...: common in older Placement deployments). Empty elsewhere:
+        PostgreSQL and SQLite store any text."""
+        ...
+
+    def ratio_as_written(self, value: float) -> float:
+        """An ``allocation_ratio`` read from the database, as it was written: on
+        MySQL/MariaDB the shortest decimal that round-trips the stored 32-bit value, the
+        value itself elsewhere. Equal to ``ratio_as_written_expr`` in SQL: PyMySQL reads
+        the server's text form of the ``FLOAT`` (``"0.7"``), which this leaves as it is,
+        and a driver handing over the raw 32-bit value (0.699999988) gets it corrected.
+        Callers pass a ``float`` (a driver may hand over ``Decimal`` or text).
+
+        >>> from rpquery.store.dialects import backend
+        >>> maria = backend("mysql")
+        >>> maria.ratio_as_written(0.699999988079071), maria.ratio_as_written(0.7)
+        (0.7, 0.7)
+        >>> backend("postgresql").ratio_as_written(0.699999988079071)
+        0.699999988079071
+        """
+        ...
+
     def exact_text(self, length: int, dialect: Dialect) -> TypeEngine[str]: ...
 
     # -- whole-cloud reports (rpquery.insight)
     def tally(
         self, rows: FromClause, by: str, item: str, largest: str, *, examples: int, every: Any
-    ) -> Select[Any]: ...
+    ) -> Select[Any]:
+        """Per value of ``rows.c[by]``: its row count, the largest ``rows.c[largest]`` and
+        the first ``examples`` values of ``rows.c[item]``; every row whose ``by`` is
+        ``every`` listed. Rows ``(by, item, count, largest)``: one per example (window
+        functions), or on MySQL/MariaDB one per value with the examples as text
+        (``"3,8,12"``; each row of ``every`` its own), run there with hash joins."""
+        ...
 
 
 class NoKeptPlans:
