@@ -435,7 +435,7 @@ def summaries_json(rows: SummaryRows, trait_key: TraitKey | None) -> str:
     listed[None] = "[]"
     uuid_by_id = rows.uuid_by_id
     rows_of = zip(uuids, parents, roots, rows.resources(), trait_texts, strict=True)
-    if not _PLAIN.fullmatch("".join(uuids)):
+    if not _plain("".join(uuids)):
         fragment = orjson.Fragment
         return orjson.dumps(
             {
