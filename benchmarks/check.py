@@ -18,7 +18,7 @@ ratios (*paired*).
 A slower scenario is measured once more (the same rounds, alone) and fails only if it is
 slower again: one burst of load on one side does not fail the check. Exit status 1 when
 a scenario fails, 0 otherwise; the table goes to stdout and to
-``benchmarks/results/<date>-<head>-<backends>-check.md``.
+``benchmarks/results/<date>-<head>-vs-<base>-<backends>-check.md``.
 
 Requests go through the REST app in-process (``rpquery.api.make_app``, the whole body)
 when both versions have it, else through the library call and its JSON body (a
@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{backend}: {head} against {base} at {args.hosts:,} hosts", file=sys.stderr)
         records += check_backend(backend, admin, [(base_path, base), (head_path, head)], args)
     report = markdown(records, base, head, args)
-    # one file per head and set of backends: a run on another backend adds a file
-    named = f"{datetime.date.today()}-{head.split()[0]}-{'-'.join(urls)}-check.md"
+    # one file per head, base and set of backends: another run adds a file
+    named = f"{datetime.date.today()}-{head.split()[0]}-vs-{base}-{'-'.join(urls)}-check.md"
     out = Path(args.out) if args.out else RESULTS / named
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report)
