@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from rpquery.db import Database
 from rpquery.errors import NotFound, RpqueryError
+from rpquery.read import objects
 from rpquery.server_groups import groups as sg
 from rpquery.store.tables import (
     allocations,
@@ -37,8 +38,6 @@ from rpquery.store.tables import (
 )
 from rpquery.usage.provider_totals import verify_provider_usages
 from rpquery.usage.summary import verify_usage_summary
-from rpquery.write import allocations as alloc
-from rpquery.write.consumers import get_consumer
 
 Alloc = dict[str, dict[str, int]]
 
@@ -72,9 +71,9 @@ def read_state(db: Database, consumer: str) -> Ack:
     succeeds (its connection may be killed too)."""
     for attempt in range(20):
         try:
-            found = alloc.get_allocations(db, consumer)
+            found = objects.get_allocations(db, consumer)
             try:
-                generation: int | None = get_consumer(db, consumer).generation
+                generation: int | None = objects.get_consumer(db, consumer).generation
             except NotFound:
                 generation = None
             return Ack(found, generation)

@@ -35,10 +35,11 @@ if TYPE_CHECKING:
     from rpquery.models import ConsumerAllocations, Inventory
     from rpquery.policies.base import HostPolicy
     from rpquery.read.candidates import AllocationCandidates, allocation_candidates
+    from rpquery.read.objects import get_allocations
     from rpquery.read.providers import list_providers
     from rpquery.store.catalog import create_resource_class, create_trait
     from rpquery.usage.reads import project_usages, provider_usages
-    from rpquery.write.allocations import delete_allocations, get_allocations, replace_allocations
+    from rpquery.write.allocations import delete_allocations, replace_allocations
     from rpquery.write.associations import set_provider_aggregates, set_provider_traits
     from rpquery.write.inventory import set_inventories
     from rpquery.write.providers import create_provider, delete_provider
@@ -109,7 +110,7 @@ _EXPORTS = {
     "set_provider_aggregates": ".write.associations",
     "replace_allocations": ".write.allocations",
     "delete_allocations": ".write.allocations",
-    "get_allocations": ".write.allocations",
+    "get_allocations": ".read.objects",
     "reshape": ".write.reshaper",
     "create_resource_class": ".store.catalog",
     "create_trait": ".store.catalog",

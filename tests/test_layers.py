@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...], bool]] = [
     ("values", ("rpquery._validation", "rpquery.retry"), True),
     ("models", ("rpquery.models", "rpquery.policies"), True),
     ("store", ("rpquery.store", "rpquery.db", "rpquery.schema"), False),
-    ("paths", ("rpquery.read", "rpquery.write", "rpquery.usage"), True),
+    ("reads", ("rpquery.read",), False),
+    ("paths", ("rpquery.write", "rpquery.usage"), True),
     (
         "features",
         (
@@ -184,8 +185,33 @@ def test_the_check_catches_upward_and_sideways_imports() -> None:
     assert violations("rpquery.read.providers", {"rpquery.store.tables", "rpquery.errors"}) == []
     assert violations("rpquery.store.tables", {"rpquery.read.request"}) != []
     assert violations("rpquery.read.providers", {"rpquery.write.allocations"}) != []
+    assert violations("rpquery.write.providers", {"rpquery.read.objects"}) == []
+    assert violations("rpquery.write.allocations", {"rpquery.usage.reads"}) != []
     assert violations("rpquery.write.allocations", {"rpquery.api.app"}) != []
     assert violations("rpquery.server_groups.scheduling", {"rpquery.insight.why"}) != []
+
+
+def beyond_objects(targets: set[str]) -> list[str]:
+    """Which of ``targets`` (imports of a ``write/`` or ``usage/`` module) are in
+    ``read/`` but not ``read/objects.py``, the object reads the write path builds on: the
+    query path (request parsing, candidates, ``GET /resource_providers``) stays out of
+    writes."""
+    return sorted(
+        t for t in targets if t.startswith("rpquery.read") and t != "rpquery.read.objects"
+    )
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m.startswith(("rpquery.write", "rpquery.usage")))
+)
+def test_the_write_path_reads_only_objects(module: str) -> None:
+    assert beyond_objects(imports(module)) == []
+
+
+def test_the_check_catches_a_query_path_import() -> None:
+    assert "rpquery.read.objects" in imports("rpquery.write.providers")
+    found = beyond_objects({"rpquery.read.objects", "rpquery.read.request", "rpquery.read"})
+    assert found == ["rpquery.read", "rpquery.read.request"]
 
 
 def private_imports(module: str) -> list[str]:

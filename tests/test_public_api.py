@@ -132,3 +132,27 @@ def test_the_api_and_cli_use_only_public_names() -> None:
     assert len(imports) > 20
     text = "\n".join(f"from {module} import {name}" for _, module, name in imports)
     assert private_uses(f"```python\n{text}\n```") == []
+
+
+#: The object reads moved to ``rpquery.read.objects`` (issue 36): their earlier public
+#: names, (module, name) → the read now behind them.
+EARLIER_NAMES = {
+    ("rpquery.write.providers", "get_provider"): "get_provider",
+    ("rpquery.write.inventory", "get_inventories"): "get_inventories",
+    ("rpquery.write.associations", "get_provider_traits"): "get_provider_traits",
+    ("rpquery.write.associations", "get_provider_aggregates"): "get_provider_aggregates",
+    ("rpquery.write.allocations", "get_allocations"): "get_allocations",
+    ("rpquery.write.consumers", "get_consumer"): "get_consumer",
+    ("rpquery.write.consumers", "generations"): "consumer_generations",
+    ("rpquery.write", "get_provider"): "get_provider",
+    ("rpquery.write", "get_allocations"): "get_allocations",
+    ("rpquery", "get_allocations"): "get_allocations",
+}
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(EARLIER_NAMES))
+def test_the_object_reads_keep_their_earlier_names(module: str, name: str) -> None:
+    objects = importlib.import_module("rpquery.read.objects")
+    mod = importlib.import_module(module)
+    assert name in mod.__all__
+    assert getattr(mod, name) is getattr(objects, EARLIER_NAMES[module, name])

@@ -30,6 +30,7 @@ from rpquery.cli._common import get_db, handles_errors
 from rpquery.cli._format import Listing, Output, output_options
 from rpquery.errors import InvalidRequest
 from rpquery.models import Inventory, ResourceProvider
+from rpquery.read import objects
 from rpquery.write import associations, inventory, providers
 
 __all__ = [
@@ -66,7 +67,7 @@ def _provider_fields(rp: ResourceProvider) -> dict[str, Any]:
 
 def _generation(rp_uuid: str) -> int:
     """The provider's generation now (``rpquery.provider.not_found`` if none)."""
-    return providers.get_provider(get_db(), rp_uuid).generation
+    return objects.get_provider(get_db(), rp_uuid).generation
 
 
 # ---------------------------------------------------------------- provider
@@ -116,7 +117,7 @@ def provider_set(uuid: str, name: str, parent_provider: str | None, out: Output)
 @handles_errors
 def provider_show(uuid: str, out: Output) -> None:
     """One provider."""
-    fields = _provider_fields(providers.get_provider(get_db(), uuid))
+    fields = _provider_fields(objects.get_provider(get_db(), uuid))
     out.show(fields, "resource provider", lambda: fields)
 
 
@@ -197,7 +198,7 @@ def _inventory_listing(found: Mapping[str, Inventory]) -> Listing:
 
 
 def _emit_inventories(uuid: str, out: Output) -> None:
-    found = inventory.get_inventories(get_db(), uuid)
+    found = objects.get_inventories(get_db(), uuid)
     out.emit(
         _inventory_listing(found),
         lambda: {rc: {f: getattr(inv, f) for f in INVENTORY_FIELDS} for rc, inv in found.items()},
@@ -229,7 +230,7 @@ def inventory_set(uuid: str, resources: tuple[str, ...], amend: bool, out: Outpu
     is removed), or with --amend change only the fields given."""
     db = get_db()
     generation = _generation(uuid)
-    current = inventory.get_inventories(db, uuid) if amend else {}
+    current = objects.get_inventories(db, uuid) if amend else {}
     wanted = wanted_inventories(resources, current)
     inventory.set_inventories(db, uuid, wanted, generation=generation)
     _emit_inventories(uuid, out)
@@ -279,7 +280,7 @@ def trait_set(uuid: str, names: tuple[str, ...], out: Output) -> None:
     """Replace the provider's traits with the --trait ones."""
     db = get_db()
     associations.set_provider_traits(db, uuid, names, generation=_generation(uuid))
-    _emit_names("name", associations.get_provider_traits(db, uuid), out)
+    _emit_names("name", objects.get_provider_traits(db, uuid), out)
 
 
 @trait_group.command("list")
@@ -288,7 +289,7 @@ def trait_set(uuid: str, names: tuple[str, ...], out: Output) -> None:
 @handles_errors
 def trait_list(uuid: str, out: Output) -> None:
     """The provider's traits."""
-    _emit_names("name", associations.get_provider_traits(get_db(), uuid), out)
+    _emit_names("name", objects.get_provider_traits(get_db(), uuid), out)
 
 
 @click.group("aggregate")
@@ -313,7 +314,7 @@ def aggregate_set(
     db = get_db()
     generation = _generation(uuid) if generation is None else generation
     associations.set_provider_aggregates(db, uuid, aggregates, generation=generation)
-    _emit_names("uuid", associations.get_provider_aggregates(db, uuid), out)
+    _emit_names("uuid", objects.get_provider_aggregates(db, uuid), out)
 
 
 @aggregate_group.command("list")
@@ -322,7 +323,7 @@ def aggregate_set(
 @handles_errors
 def aggregate_list(uuid: str, out: Output) -> None:
     """The provider's aggregates."""
-    _emit_names("uuid", associations.get_provider_aggregates(get_db(), uuid), out)
+    _emit_names("uuid", objects.get_provider_aggregates(get_db(), uuid), out)
 
 
 COMMANDS: list[click.Command] = [provider_group, inventory_group, trait_group, aggregate_group]

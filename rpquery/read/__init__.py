@@ -1,7 +1,9 @@
 """The read path: parse a query, build statements, run them, return frozen results.
 
 ``request`` parses Placement's query syntax; ``candidates`` answers
-``GET /allocation_candidates``; ``providers`` answers ``GET /resource_providers``.
+``GET /allocation_candidates``; ``providers`` answers ``GET /resource_providers``;
+``objects`` reads single objects by uuid (a provider, its inventories, traits and
+aggregates, a consumer and its allocations), the reads the write path builds on.
 
 Public names are imported on first use (:mod:`rpquery._lazy`).
 """
@@ -21,6 +23,15 @@ if TYPE_CHECKING:
         allocation_candidates,
         candidate_statements,
         exclude_nested,
+    )
+    from rpquery.read.objects import (
+        consumer_generations,
+        get_allocations,
+        get_consumer,
+        get_inventories,
+        get_provider,
+        get_provider_aggregates,
+        get_provider_traits,
     )
     from rpquery.read.providers import ResourceProvider, list_providers, provider_statements
     from rpquery.read.request import (
@@ -44,7 +55,14 @@ __all__ = [
     "ResourceSummary",
     "allocation_candidates",
     "candidate_statements",
+    "consumer_generations",
     "exclude_nested",
+    "get_allocations",
+    "get_consumer",
+    "get_inventories",
+    "get_provider",
+    "get_provider_aggregates",
+    "get_provider_traits",
     "list_providers",
     "parse_candidates",
     "parse_providers",
@@ -61,6 +79,13 @@ __getattr__, __dir__ = lazy_exports(
         "allocation_candidates": ".candidates",
         "candidate_statements": ".candidates",
         "exclude_nested": ".candidates",
+        "consumer_generations": ".objects",
+        "get_allocations": ".objects",
+        "get_consumer": ".objects",
+        "get_inventories": ".objects",
+        "get_provider": ".objects",
+        "get_provider_aggregates": ".objects",
+        "get_provider_traits": ".objects",
         "ResourceProvider": ".providers",
         "list_providers": ".providers",
         "provider_statements": ".providers",

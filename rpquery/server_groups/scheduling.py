@@ -53,6 +53,7 @@ from rpquery.errors import CapacityExceeded, ConcurrentUpdate, Conflict, Invalid
 from rpquery.models import ConsumerAllocations
 from rpquery.policies.base import HostPolicy
 from rpquery.read import candidates as cand
+from rpquery.read import objects
 from rpquery.read.request import CandidatesRequest, Params, as_candidates_request
 from rpquery.retry import ALLOCATION_WRITES, SCHEDULER_PICKS, retrying
 from rpquery.server_groups import groups as sg
@@ -66,7 +67,6 @@ from rpquery.store.tables import (
     server_groups,
 )
 from rpquery.write import allocations as alloc
-from rpquery.write.consumers import get_consumer
 
 __all__ = [
     "MAX_COUNT",
@@ -386,7 +386,7 @@ def _membership(db: Database, instance_uuid: str) -> tuple[sg.ServerGroup, _Owne
         )
     detail = sg.show_group(db, group_uuid)
     member = next(m for m in detail.members if m.instance_uuid == instance_uuid)
-    consumer = get_consumer(db, instance_uuid)
+    consumer = objects.get_consumer(db, instance_uuid)
     owner = _Owner(
         consumer.project_id,
         consumer.user_id,
@@ -456,4 +456,4 @@ def _rebuild(
                 f"host {host.name or host.uuid} no longer satisfies the {group.policy} policy",
                 token=host.uuid,
             )
-    return Scheduled(member.instance_uuid, host, alloc.get_allocations(db, member.instance_uuid))
+    return Scheduled(member.instance_uuid, host, objects.get_allocations(db, member.instance_uuid))

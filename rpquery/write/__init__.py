@@ -1,6 +1,10 @@
 """The write path: providers, inventories, traits and aggregates, consumers, allocations
 and reshapes, each write one atomic transaction (docs/writes.md).
 
+The object reads (``get_provider``, ``get_inventories``, ``get_provider_traits``,
+``get_provider_aggregates``, ``get_consumer``, ``get_allocations``) live in
+:mod:`rpquery.read.objects`; the write modules re-export them under their old names.
+
 Public names are imported on first use (:mod:`rpquery._lazy`).
 """
 

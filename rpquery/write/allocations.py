@@ -35,6 +35,8 @@ deadlocks/serialization failures, never on a consumer generation conflict.
 The reshaper (one outer transaction for inventories *and* allocations) calls
 :func:`write_consumer_allocations` with its own connection, and may wrap its whole
 transaction in :func:`run_with_retry`.
+
+``get_allocations`` lives in :mod:`rpquery.read.objects` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -56,10 +58,11 @@ from rpquery.models import (
     Inventory,
     check_consumer_type,
 )
+from rpquery.read.objects import INVENTORY_FIELDS, get_allocations
 from rpquery.retry import ALLOCATION_WRITES, retrying
 from rpquery.store import catalog, dialects
 from rpquery.store.dialects import to_int
-from rpquery.store.tables import allocations, inventories, resource_classes, resource_providers
+from rpquery.store.tables import allocations, inventories, resource_providers
 from rpquery.write import consumers
 from rpquery.write.generations import (
     PROVIDER_GENERATION_CONFLICT,
@@ -93,10 +96,6 @@ __all__ = [
 
 #: Attempts of one allocation write before a provider conflict is given to the caller.
 MAX_ATTEMPTS = ALLOCATION_WRITES.attempts
-
-
-#: Inventory columns, in :class:`Inventory` field order.
-INVENTORY_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 #: ``ConcurrentUpdate`` codes worth another attempt: a provider moved on, or the server
 #: broke a deadlock / serialization failure (``rpquery.db`` maps those).
@@ -568,20 +567,3 @@ def delete_allocations(
         conn.execute(allocations.delete().where(allocations.c.consumer_id == consumer_uuid))
 
     run_with_retry(db, work)
-
-
-def get_allocations(db: Database, consumer_uuid: str) -> dict[str, dict[str, int]]:
-    """``{provider uuid: {resource class: used}}`` of one consumer; ``{}`` if none."""
-    consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
-    stmt = (
-        sa.select(resource_providers.c.uuid, resource_classes.c.name, allocations.c.used)
-        .select_from(allocations)
-        .join(resource_providers, resource_providers.c.id == allocations.c.resource_provider_id)
-        .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id)
-        .where(allocations.c.consumer_id == consumer_uuid)
-    )
-    found: dict[str, dict[str, int]] = defaultdict(dict)
-    with db.connect() as conn:
-        for rp_uuid, rc, used in conn.execute(stmt):
-            found[rp_uuid][rc] = int(used)
-    return dict(found)

@@ -11,6 +11,9 @@ Each write validates the names without the database, resolves them (traits must
 exist; aggregates are created in ``placement_aggregates`` as needed), claims the
 provider generation with a conditional ``UPDATE`` and then applies only the difference
 (one ``DELETE`` and one ``INSERT``). It returns the new generation.
+
+The reads, ``get_provider_traits`` and ``get_provider_aggregates``, live in
+:mod:`rpquery.read.objects` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ from sqlalchemy.engine import Connection
 from rpquery._validation import check_uuid
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, NotFound
+from rpquery.read.objects import get_provider_aggregates, get_provider_traits
 from rpquery.store import catalog, dialects
 from rpquery.store.tables import (
     placement_aggregates,
     resource_provider_aggregates,
     resource_provider_traits,
     resource_providers,
-    traits,
 )
 from rpquery.write import providers
 
@@ -142,32 +145,3 @@ def _lock_provider(conn: Connection, rp_uuid: str) -> tuple[int, int]:
     if row is None:
         raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
     return int(row.id), int(row.generation or 0)
-
-
-def _linked_names(db: Database, rp_uuid: str, link: sa.Table, target: sa.Column) -> frozenset[str]:
-    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
-    rp = resource_providers
-    owner = target.table
-    id_column = link.c.trait_id if link is resource_provider_traits else link.c.aggregate_id
-    stmt = (
-        sa.select(rp.c.id, target)
-        .select_from(rp)
-        .outerjoin(link, link.c.resource_provider_id == rp.c.id)
-        .outerjoin(owner, owner.c.id == id_column)
-        .where(rp.c.uuid == rp_uuid)
-    )
-    with db.connect() as conn:
-        rows = conn.execute(stmt).all()
-    if not rows:
-        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
-    return frozenset(row[1] for row in rows if row[1] is not None)
-
-
-def get_provider_traits(db: Database, rp_uuid: str) -> frozenset[str]:
-    """The provider's trait names (empty if none; ``NotFound`` if no such provider)."""
-    return _linked_names(db, rp_uuid, resource_provider_traits, traits.c.name)
-
-
-def get_provider_aggregates(db: Database, rp_uuid: str) -> frozenset[str]:
-    """The uuids of the provider's aggregates (empty if none)."""
-    return _linked_names(db, rp_uuid, resource_provider_aggregates, placement_aggregates.c.uuid)

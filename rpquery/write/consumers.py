@@ -16,6 +16,9 @@ consumer is new and fails if it exists; a caller passing an int must match the s
 generation. Both failures are :class:`ConcurrentUpdate` with code
 ``rpquery.consumer.generation_conflict`` and are *not* retried by the write path: the
 caller must re-read.
+
+The reads ``get_consumer`` and ``generations`` (``consumer_generations``) live in
+:mod:`rpquery.read.objects` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -27,10 +30,9 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
-from rpquery._validation import check_uuid
-from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, NotFound
-from rpquery.models import Consumer
+from rpquery.read.objects import consumer_generations as generations
+from rpquery.read.objects import get_consumer
 from rpquery.store import dialects
 from rpquery.store.tables import consumer_types, consumers, projects, users
 
@@ -178,15 +180,6 @@ def _refuse_collation_twin(conn: Connection, kind: str, key: str) -> None:
 # ---------------------------------------------------------------- consumer rows
 
 
-def generations(db: Database, consumer_uuids: Iterable[str]) -> dict[str, int]:
-    """``{uuid: generation}`` of those of ``consumer_uuids`` that exist (one statement)."""
-    stmt = sa.select(consumers.c.uuid, consumers.c.generation).where(
-        consumers.c.uuid.in_(sorted(set(consumer_uuids)))
-    )
-    with db.connect() as conn:
-        return {uuid: int(gen) for uuid, gen in conn.execute(stmt)}
-
-
 def existing_generations(conn: Connection, consumer_uuids: Iterable[str]) -> dict[str, int]:
     """``{uuid: generation}`` of those of ``consumer_uuids`` that exist (a locking read,
     so the generation read is the one the conditional write that follows sees)."""
@@ -277,33 +270,6 @@ def _raise_generation_conflict(conn: Connection, consumer_uuid: str, expected: i
         expected_generation=expected,
         actual_generation=None if actual is None else int(actual),
     )
-
-
-def get_consumer(db: Database, consumer_uuid: str) -> Consumer:
-    """The consumer with its owner, type and generation; ``NotFound``
-    (``rpquery.consumer.not_found``) if it has none."""
-    consumer_uuid = check_uuid(consumer_uuid, "rpquery.consumer.bad_uuid", "consumer")
-    stmt = (
-        sa.select(
-            consumers.c.uuid,
-            projects.c.external_id,
-            users.c.external_id,
-            consumer_types.c.name,
-            consumers.c.generation,
-        )
-        .select_from(consumers)
-        .join(projects, projects.c.id == consumers.c.project_id)
-        .join(users, users.c.id == consumers.c.user_id)
-        .outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id)
-        .where(consumers.c.uuid == consumer_uuid)
-    )
-    with db.connect() as conn:
-        row = conn.execute(stmt).first()
-    if row is None:
-        raise NotFound(
-            "rpquery.consumer.not_found", f"no consumer {consumer_uuid}", token=consumer_uuid
-        )
-    return Consumer(row[0], row[1], row[2], row[3], int(row[4]))
 
 
 def require_absent(conn: Connection, consumer_uuid: str) -> None:

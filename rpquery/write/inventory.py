@@ -24,6 +24,8 @@ in one statement and checked:
   the hardware really has (nova's resource tracker through the API layer, which follows
   Placement) passes ``allow_below_usage=True``: the write lands, a warning is logged on
   ``rpquery.write``, and the provider is over capacity until allocations go away.
+
+``get_inventories`` lives in :mod:`rpquery.read.objects` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ from rpquery._validation import check_int, check_ratio, check_uuid
 from rpquery.db import Database
 from rpquery.errors import InUse, NotFound, invalid
 from rpquery.models import Inventory
+from rpquery.read.objects import INVENTORY_FIELDS, get_inventories, inventory_from
 from rpquery.store import catalog
 from rpquery.store.dialects import to_int
-from rpquery.store.tables import allocations, inventories, resource_classes, resource_providers
+from rpquery.store.tables import allocations, inventories, resource_classes
 from rpquery.write import providers
 from rpquery.write.providers import check_generation
 
@@ -58,8 +61,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("rpquery.write")
-
-_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def check_inventory(rc: str, inv: Inventory) -> Inventory:
     ``RC.field``).
     """
     catalog.check_resource_class_name(rc)
-    for field in _FIELDS[:-1]:
+    for field in INVENTORY_FIELDS[:-1]:
         what = f"inventory of {rc}: {field}"
         check_int(
             getattr(inv, field), f"rpquery.inventory.bad_{field}", what, token=f"{rc}.{field}"
@@ -140,7 +141,7 @@ def current_select(rp_id: int) -> sa.Select:
         )
         .scalar_subquery()
     )
-    fields = [inv.c[name] for name in _FIELDS]
+    fields = [inv.c[name] for name in INVENTORY_FIELDS]
     return (
         sa.select(inv.c.resource_class_id, inv.c.id, *fields, rc.c.name, used.label("used"))
         .join(rc, rc.c.id == inv.c.resource_class_id)
@@ -152,15 +153,9 @@ def _read_current(conn: Connection, rp_id: int) -> dict[int, _Current]:
     found = {}
     for row in conn.execute(current_select(rp_id)):
         found[row.resource_class_id] = _Current(
-            row.id, row.name, _inventory(row[2:8]), to_int(row.used)
+            row.id, row.name, inventory_from(row[2:8]), to_int(row.used)
         )
     return found
-
-
-def _inventory(values: Sequence[Any]) -> Inventory:
-    """An :class:`Inventory` from the six columns in ``_FIELDS`` order."""
-    total, reserved, min_unit, max_unit, step_size, ratio = values
-    return Inventory(total, reserved, min_unit, max_unit, step_size, float(ratio))
 
 
 # ---------------------------------------------------------------- the write
@@ -214,7 +209,7 @@ def _check_usage(
 
 
 def _values(inv: Inventory) -> dict[str, Any]:
-    return {name: getattr(inv, name) for name in _FIELDS}
+    return {name: getattr(inv, name) for name in INVENTORY_FIELDS}
 
 
 def _plan(
@@ -284,7 +279,7 @@ def write_inventory_rows(
         stmt = (
             inv.update()
             .where(inv.c.id == sa.bindparam("row_id"))
-            .values({name: sa.bindparam(f"v_{name}") for name in _FIELDS})
+            .values({name: sa.bindparam(f"v_{name}") for name in INVENTORY_FIELDS})
         )
         conn.execute(stmt, update)
     if insert:
@@ -364,22 +359,3 @@ def delete_inventory(db: Database, rp_uuid: str, rc: str, *, generation: int) ->
     """Remove the inventory of one class (``rpquery.inventory.not_found`` if there is
     none, ``rpquery.inventory.in_use`` if it has allocations)."""
     return _write(db, rp_uuid, {rc: None}, generation, replace_all=False)
-
-
-def get_inventories(db: Database, rp_uuid: str) -> dict[str, Inventory]:
-    """``{resource class: Inventory}`` of a provider (``{}`` if it has none);
-    ``NotFound`` ``rpquery.provider.not_found`` if the provider does not exist."""
-    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
-    rp, inv, rc = resource_providers, inventories, resource_classes
-    stmt = (
-        sa.select(rp.c.id, rc.c.name, *(inv.c[name] for name in _FIELDS))
-        .select_from(rp)
-        .outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
-        .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
-        .where(rp.c.uuid == rp_uuid)
-    )
-    with db.connect() as conn:
-        rows = conn.execute(stmt).all()
-    if not rows:
-        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
-    return {row[1]: _inventory(row[2:8]) for row in rows if row[1] is not None}

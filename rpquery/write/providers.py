@@ -12,6 +12,9 @@ Renaming and re-parenting are guarded by the provider generation (conditional
 ``UPDATE``); both raise it by one. Deleting needs no generation but is refused while the
 provider has children (``rpquery.provider.has_children``) or allocations
 (``rpquery.provider.in_use``); its inventories, trait and aggregate links go with it.
+
+``get_provider`` and ``provider_select`` live in :mod:`rpquery.read.objects` and are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from rpquery._validation import check_int, check_uuid
 from rpquery.db import Database
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import ResourceProvider
+from rpquery.read.objects import get_provider, load_provider, provider_select
 from rpquery.store import dialects
 from rpquery.store.tables import (
     allocations,
@@ -72,18 +76,6 @@ def check_generation(generation: object) -> int:
     return check_int(generation, "rpquery.provider.bad_generation", "generation")
 
 
-def provider_select() -> sa.Select:
-    """Providers with their parent's and root's uuids (filter with ``.where``)."""
-    rp = resource_providers
-    parent, root = rp.alias("parent"), rp.alias("root")
-    return (
-        sa.select(rp.c.id, rp.c.uuid, rp.c.name, rp.c.generation, root.c.uuid, parent.c.uuid)
-        .select_from(rp)
-        .outerjoin(parent, parent.c.id == rp.c.parent_provider_id)
-        .outerjoin(root, root.c.id == rp.c.root_provider_id)
-    )
-
-
 def subtree_ids(rp_id: int) -> sa.Select:
     """Ids of provider ``rp_id`` and every provider below it.
 
@@ -101,28 +93,6 @@ def subtree_ids(rp_id: int) -> sa.Select:
     tree = tree.union(sa.select(child.c.id).where(child.c.parent_provider_id == tree.c.id))
     derived = sa.select(tree.c.id).subquery("subtree_ids")
     return sa.select(derived.c.id)
-
-
-# ---------------------------------------------------------------- reads
-
-
-def _to_provider(row: sa.Row) -> ResourceProvider:
-    _, rp_uuid, name, generation, root_uuid, parent_uuid = row
-    return ResourceProvider(rp_uuid, name, int(generation or 0), root_uuid or rp_uuid, parent_uuid)
-
-
-def _load(conn: Connection, rp_uuid: str) -> tuple[int, ResourceProvider]:
-    row = conn.execute(provider_select().where(resource_providers.c.uuid == rp_uuid)).first()
-    if row is None:
-        raise NotFound("rpquery.provider.not_found", f"no provider {rp_uuid}", token=rp_uuid)
-    return int(row[0]), _to_provider(row)
-
-
-def get_provider(db: Database, rp_uuid: str) -> ResourceProvider:
-    """The provider with uuid ``rp_uuid``; ``NotFound`` (``rpquery.provider.not_found``)."""
-    rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
-    with db.connect() as conn:
-        return _load(conn, rp_uuid)[1]
 
 
 # ---------------------------------------------------------------- writes
@@ -241,7 +211,7 @@ def create_provider(
         conn.execute(
             rp.update().where(rp.c.id == new_id).values(root_provider_id=root_id or new_id)
         )
-        return _load(conn, rp_uuid)[1]
+        return load_provider(conn, rp_uuid)[1]
 
 
 def _bump(
@@ -274,12 +244,12 @@ def rename_provider(db: Database, rp_uuid: str, name: str, *, generation: int) -
     check_name(name)
     check_generation(generation)
     with db.begin() as conn:
-        rp_id, found = _load(conn, rp_uuid)
+        rp_id, found = load_provider(conn, rp_uuid)
         try:
             _bump(conn, rp_id, found, generation, name=name)
         except exc.IntegrityError as error:
             raise _duplicate(conn, name, rp_uuid, error) from error
-        return _load(conn, rp_uuid)[1]
+        return load_provider(conn, rp_uuid)[1]
 
 
 def set_parent(
@@ -298,7 +268,7 @@ def set_parent(
     check_generation(generation)
     rp = resource_providers
     with db.begin() as conn:
-        rp_id, found = _load(conn, rp_uuid)
+        rp_id, found = load_provider(conn, rp_uuid)
         parent_id, new_root = None, rp_id
         if parent is not None:
             row = conn.execute(
@@ -320,7 +290,7 @@ def set_parent(
         conn.execute(
             rp.update().where(rp.c.id.in_(subtree_ids(rp_id))).values(root_provider_id=new_root)
         )
-        return _load(conn, rp_uuid)[1]
+        return load_provider(conn, rp_uuid)[1]
 
 
 def delete_provider(db: Database, rp_uuid: str) -> None:
@@ -334,7 +304,7 @@ def delete_provider(db: Database, rp_uuid: str) -> None:
     rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
     rp = resource_providers
     with db.begin() as conn:
-        rp_id, found = _load(conn, rp_uuid)
+        rp_id, found = load_provider(conn, rp_uuid)
         has_children = sa.exists().where(rp.c.parent_provider_id == rp_id)
         has_allocs = sa.exists().where(allocations.c.resource_provider_id == rp_id)
         children, used = conn.execute(sa.select(has_children, has_allocs)).one()
@@ -387,7 +357,7 @@ def update_provider(
         check_name(name)
     rp = resource_providers
     with db.begin() as conn:
-        rp_id, found = _load(conn, rp_uuid)
+        rp_id, found = load_provider(conn, rp_uuid)
         values: dict[str, object] = {}
         if name is not None and name != found.name:
             values["name"] = name
@@ -405,7 +375,7 @@ def update_provider(
             conn.execute(
                 rp.update().where(rp.c.id.in_(subtree_ids(rp_id))).values(root_provider_id=new_root)
             )
-        return _load(conn, rp_uuid)[1]
+        return load_provider(conn, rp_uuid)[1]
 
 
 def _new_parent(

@@ -12,6 +12,7 @@ from rpquery.api.handlers.resource_providers import load
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, json_body, send_json, want
 from rpquery.errors import ConcurrentUpdate
+from rpquery.read import objects
 from rpquery.write import associations
 
 __all__ = ["ROUTES"]
@@ -29,7 +30,7 @@ def _send(req: falcon.Request, resp: falcon.Response, aggs: list[str], generatio
 
 def get_aggregates(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     rp = load(req, uuid)
-    aggs = associations.get_provider_aggregates(ctx(req).db, uuid)
+    aggs = objects.get_provider_aggregates(ctx(req).db, uuid)
     _send(req, resp, sorted(aggs), rp.generation)
 
 

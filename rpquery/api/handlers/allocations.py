@@ -25,6 +25,7 @@ from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, is_uuid_like, json_body, send_json, want
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InvalidRequest, NotFound
 from rpquery.models import ConsumerAllocations
+from rpquery.read import objects
 from rpquery.usage import reads as usages
 from rpquery.write import allocations as alloc_lib
 from rpquery.write import consumers
@@ -205,7 +206,7 @@ def _conflict_message(
         if error.token != request.consumer_uuid:
             continue
         try:
-            expected: object = consumers.get_consumer(db, request.consumer_uuid).generation
+            expected: object = objects.get_consumer(db, request.consumer_uuid).generation
         except NotFound:
             expected = None
         got = request.consumer_generation
@@ -223,7 +224,7 @@ def compare_consumer_generations(db: Any, requests: list[ConsumerAllocations]) -
     checked = [r for r in requests if r.generation_checked]
     if not checked:
         return
-    current = consumers.generations(db, [r.consumer_uuid for r in checked])
+    current = objects.consumer_generations(db, [r.consumer_uuid for r in checked])
     for request in checked:
         expected = current.get(request.consumer_uuid)
         if expected != request.consumer_generation:
@@ -343,7 +344,7 @@ def get_for_provider(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
         ) from None  # Placement sets no code here
     gens: dict[str, int] = {}
     if want(req, (1, 28)) and view.allocations:
-        gens = consumers.generations(db, view.allocations)
+        gens = objects.consumer_generations(db, view.allocations)
     body = {
         "resource_provider_generation": view.generation,
         "allocations": {

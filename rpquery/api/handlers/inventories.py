@@ -18,6 +18,7 @@ from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, json_body, send_json, set_location, want
 from rpquery.errors import ConcurrentUpdate, Conflict, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory, ResourceProvider
+from rpquery.read import objects
 from rpquery.write import inventory as inv_lib
 
 __all__ = ["ROUTES"]
@@ -94,7 +95,7 @@ def _load_for_read(req: falcon.Request, uuid: str) -> ResourceProvider:
 
 def get_inventories(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     rp = _load_for_read(req, uuid)
-    found = inv_lib.get_inventories(ctx(req).db, uuid)
+    found = objects.get_inventories(ctx(req).db, uuid)
     body = {
         "resource_provider_generation": rp.generation,
         "inventories": {rc: _serialize(inv) for rc, inv in found.items()},
@@ -109,7 +110,7 @@ def create_inventory(req: falcon.Request, resp: falcon.Response, uuid: str) -> N
     inv = _inventory(data)
     _check_capacity(req, uuid, rc, inv, "create")
     db = ctx(req).db
-    if rc in inv_lib.get_inventories(db, uuid):
+    if rc in objects.get_inventories(db, uuid):
         raise ApiError(
             409,
             f"Update conflict: Inventory for {rc} on resource provider {uuid} already exists.",
@@ -183,7 +184,7 @@ def get_inventory(
     req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
 ) -> None:
     rp = _load_for_read(req, uuid)
-    inv = inv_lib.get_inventories(ctx(req).db, uuid).get(resource_class)
+    inv = objects.get_inventories(ctx(req).db, uuid).get(resource_class)
     if inv is None:
         raise ApiError(404, f"No inventory of class {resource_class} for {uuid}")
     send_json(req, resp, _serialize(inv, rp.generation))
@@ -199,7 +200,7 @@ def update_inventory(
     inv = _inventory(data)
     _check_capacity(req, uuid, resource_class, inv)
     db = ctx(req).db
-    if resource_class not in inv_lib.get_inventories(db, uuid):
+    if resource_class not in objects.get_inventories(db, uuid):
         raise ApiError(
             400,
             f"No inventory record with resource class for resource provider {uuid}: "

@@ -18,7 +18,8 @@ from rpquery.api.routing import route
 from rpquery.api.util import ctx, empty, json_body
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InUse, InvalidRequest, NotFound
 from rpquery.models import Inventory
-from rpquery.write import consumers, providers, reshaper
+from rpquery.read import objects
+from rpquery.write import consumers, reshaper
 
 __all__ = ["ROUTES"]
 
@@ -153,7 +154,7 @@ def _check_providers(db: Any, inventories: dict[str, reshaper.ProviderInventorie
     library checks again in its transaction."""
     for rp_uuid, spec in inventories.items():
         try:
-            actual = providers.get_provider(db, rp_uuid).generation
+            actual = objects.get_provider(db, rp_uuid).generation
         except NotFound:
             raise ApiError(
                 400,

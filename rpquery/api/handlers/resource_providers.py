@@ -27,6 +27,7 @@ from rpquery.api.util import (
 from rpquery.api.util import query as all_params
 from rpquery.errors import Conflict, InvalidRequest, NotFound
 from rpquery.models import ResourceProvider
+from rpquery.read import objects
 from rpquery.read import providers as provider_list
 from rpquery.write import providers
 
@@ -80,7 +81,7 @@ def not_found(rp_uuid: str, suffix: str = "") -> ApiError:
 def load(req: falcon.Request, rp_uuid: str) -> ResourceProvider:
     """The provider named in the path, or Placement's 404."""
     try:
-        return providers.get_provider(ctx(req).db, rp_uuid)
+        return objects.get_provider(ctx(req).db, rp_uuid)
     except (NotFound, InvalidRequest):
         raise not_found(rp_uuid) from None
 
@@ -184,7 +185,7 @@ def _duplicate(req: falcon.Request, data: dict[str, Any]) -> ApiError:
     taken = []
     if data.get("uuid"):
         try:
-            providers.get_provider(ctx(req).db, data["uuid"])
+            objects.get_provider(ctx(req).db, data["uuid"])
             taken.append(f"uuid: {data['uuid']}")
         except NotFound:
             pass

@@ -19,6 +19,7 @@ from rpquery.api.util import (
     set_location,
 )
 from rpquery.errors import ConcurrentUpdate, InUse, InvalidRequest, NotFound
+from rpquery.read import objects
 from rpquery.store import catalog
 from rpquery.write import associations
 
@@ -100,7 +101,7 @@ def list_provider_traits(req: falcon.Request, resp: falcon.Response, uuid: str) 
     except ApiError as exc:
         exc.message = f"{exc.message}: No resource provider with uuid {uuid} found"
         raise
-    names = associations.get_provider_traits(ctx(req).db, uuid)
+    names = objects.get_provider_traits(ctx(req).db, uuid)
     body = {"traits": sorted(names), "resource_provider_generation": rp.generation}
     send_json(req, resp, body)
 

@@ -13,8 +13,8 @@ from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query_params, send_json, want
 from rpquery.errors import InvalidRequest, NotFound
+from rpquery.read import objects
 from rpquery.usage import reads as usages
-from rpquery.write import providers
 
 __all__ = ["ROUTES"]
 
@@ -37,7 +37,7 @@ SCHEMA_1_38["properties"]["consumer_type"] = {
 def provider_usages(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     db = ctx(req).db
     try:
-        generation = providers.get_provider(db, uuid).generation
+        generation = objects.get_provider(db, uuid).generation
         used = usages.provider_usages(db, uuid)
     except (NotFound, InvalidRequest):
         raise ApiError(
