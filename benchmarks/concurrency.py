@@ -20,6 +20,7 @@ servers at each client count, rpquery first.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -59,12 +60,19 @@ def _shared_dir() -> Path:
     import gunicorn
 
     site = Path(gunicorn.__file__).resolve().parent.parent
-    path = Path(tempfile.gettempdir()) / f"rpq-bench-gunicorn-{os.getuid()}"
+    # one directory per virtualenv: links left by another checkout (maybe removed since)
+    # are never taken for this one's
+    venv = hashlib.sha1(str(site).encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"rpq-bench-gunicorn-{os.getuid()}-{venv}"
     path.mkdir(exist_ok=True)
     for name in SHARED_PACKAGES:
         link = path / name
-        if not link.exists():
-            link.symlink_to(site / name)
+        if link.is_symlink() and link.readlink() == site / name:
+            continue
+        staged = path / f".{name}.{os.getpid()}"
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(site / name)
+        staged.replace(link)  # atomic: a run beside this one sees the old link or the new
     return path
 
 
