@@ -296,11 +296,14 @@ def test_sharing_child_of_a_forbidden_root_equals_brute_force(
     db = request.getfixturevalue("_migrated")(backend)
     seen = {"examples": 0, "served_elsewhere": 0}
 
+    # derandomized: the closing assertion (some example had the sharing child serve another
+    # tree) depends on which examples are drawn; a fixed draw makes it fail only on a change
     @settings(
         max_examples=EXAMPLES // 2,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
+        derandomize=True,
     )
     @given(cloud=forbidden_root_clouds(), req=forbidding_the_root(), limit=st.integers(1, 3))
     def check(cloud: Cloud, req: CandidatesRequest, limit: int) -> None:
