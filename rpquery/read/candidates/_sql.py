@@ -451,15 +451,15 @@ def sharing_of(binds: Binds, *, any_class: bool = False) -> Select:
 def batch_sharing_of(binds: Binds) -> Select:
     """:func:`sharing_of`'s rows for the trees of a batch of roots only:
     ``... AND tp.root_provider_id IN (:sharing_roots)`` (a ``limit``'s batch needs the
-    pairs of its own trees, not the cloud's: 4 of 1,009 at 5,000 hosts for a batch of
-    20 roots).
+    pairs of its own trees, not the cloud's: 6 of 1,009 at 5,000 hosts for the first
+    batch of a ``limit=10``, 23 roots).
 
     The aggregates are matched as ``tagg.aggregate_id + 0 = sagg.aggregate_id + 0``,
     which no index answers: a sharing aggregate has hundreds of members (~500 in the
     bench cloud), and SQLite otherwise walked from the batch's providers to every member
     of their aggregates (1.9 ms at 5,000 hosts, more than reading every pair); so it
     pairs the few sharing providers' aggregates with the batch's providers' own
-    (0.13-0.2 ms at 1,000 and 5,000 hosts)."""
+    (0.13-0.25 ms at 1,000 and 5,000 hosts)."""
     columns = (
         _ST.c.resource_provider_id.label("sharing_id"),
         _TP.c.root_provider_id,
