@@ -12,6 +12,7 @@ Outcomes and final rows are asserted, never timings.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -79,7 +80,9 @@ def test_membership_changes_do_not_give_up_while_schedulers_run(db: Database) ->
     _hosts(db, 8, 1000)
     group = sg.create_group(db, "web", ["soft-anti-affinity"], "proj", "user").uuid
     outside = [new_uuid() for _ in range(2000)]
-    taken = iter(outside)
+    # the first 50 are the ones remove_members takes out; fresh ones once these run out
+    # (an idle machine adds 1,000 pairs in the race's 3 seconds)
+    taken = itertools.chain(outside, iter(new_uuid, None))
 
     def add_members() -> None:
         sg.add_members(db, group, [next(taken), next(taken)])
