@@ -296,14 +296,11 @@ def test_sharing_child_of_a_forbidden_root_equals_brute_force(
     db = request.getfixturevalue("_migrated")(backend)
     seen = {"examples": 0, "served_elsewhere": 0}
 
-    # derandomized: the closing assertion (some example had the sharing child serve another
-    # tree) depends on which examples are drawn; a fixed draw makes it fail only on a change
     @settings(
         max_examples=EXAMPLES // 2,
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
-        derandomize=True,
     )
     @given(cloud=forbidden_root_clouds(), req=forbidding_the_root(), limit=st.integers(1, 3))
     def check(cloud: Cloud, req: CandidatesRequest, limit: int) -> None:
@@ -313,5 +310,10 @@ def test_sharing_child_of_a_forbidden_root_equals_brute_force(
             "fr_ss" in names for _, maps in expected for s, names in maps if not s
         )
 
-    check()
+    # the closing assertion (some example had the sharing child serve another tree) depends
+    # on the draw: fresh draws, a few times at most, until one has (every draw is checked)
+    for _ in range(5):
+        check()
+        if seen["served_elsewhere"]:
+            break
     assert seen["served_elsewhere"] > 0, seen
