@@ -122,12 +122,13 @@ def interfering(
         db.remove_tracer(tracer)
 
 
-def bump_group(group_uuid: str) -> Callable[[sa.Connection], None]:
+def bump(table: sa.Table, key: str, value: object) -> Callable[[sa.Connection], None]:
+    """Another writer's change: the generation of ``table``'s row whose ``key`` is
+    ``value`` goes up by one."""
+
     def meddle(conn: sa.Connection) -> None:
         conn.execute(
-            server_groups.update()
-            .where(server_groups.c.uuid == group_uuid)
-            .values(generation=server_groups.c.generation + 1)
+            table.update().where(table.c[key] == value).values(generation=table.c.generation + 1)
         )
 
     return meddle
@@ -150,7 +151,7 @@ def test_membership_change_without_generation_retries_a_concurrent_group_change(
     sg.add_members(server_db, group.uuid, [a, b])
     caplog.set_level(logging.WARNING, logger="rpquery")
     lock = "SELECT RPQ_SERVER_GROUPS.ID, RPQ_SERVER_GROUPS.UUID"  # the locking read
-    with interfering(server_db, lock, bump_group(group.uuid)) as done:
+    with interfering(server_db, lock, bump(server_groups, "uuid", group.uuid)) as done:
         if change == "remove":
             after = sg.remove_members(server_db, group.uuid, [a])
         else:
@@ -174,17 +175,10 @@ def test_allocation_write_retries_a_provider_conflict_and_logs_it(
 ) -> None:
     with server_db.begin() as conn:
         rp = provider(conn, "cn1", inventory={"VCPU": 8})
-
-    def bump(conn: sa.Connection) -> None:
-        conn.execute(
-            resource_providers.update()
-            .where(resource_providers.c.id == rp.id)
-            .values(generation=resource_providers.c.generation + 1)
-        )
-
     caplog.set_level(logging.WARNING, logger="rpquery")
     request = _claim_request(rp.uuid)
-    with interfering(server_db, "UPDATE RESOURCE_PROVIDERS", bump, times=2) as done:
+    meddle = bump(resource_providers, "id", rp.id)
+    with interfering(server_db, "UPDATE RESOURCE_PROVIDERS", meddle, times=2) as done:
         alloc.replace_allocations(server_db, request)
     assert done == [1, 1]
     assert alloc.get_allocations(server_db, request.consumer_uuid) == {rp.uuid: {"VCPU": 1}}
@@ -200,18 +194,12 @@ def test_allocation_write_gives_up_after_its_attempts_and_logs_it(
 ) -> None:
     with server_db.begin() as conn:
         rp = provider(conn, "cn1", inventory={"VCPU": 8})
-
-    def bump(conn: sa.Connection) -> None:
-        conn.execute(
-            resource_providers.update()
-            .where(resource_providers.c.id == rp.id)
-            .values(generation=resource_providers.c.generation + 1)
-        )
-
     caplog.set_level(logging.WARNING, logger="rpquery")
     request = _claim_request(rp.uuid)
     with (
-        interfering(server_db, "UPDATE RESOURCE_PROVIDERS", bump, times=99),
+        interfering(
+            server_db, "UPDATE RESOURCE_PROVIDERS", bump(resource_providers, "id", rp.id), times=99
+        ),
         pytest.raises(ConcurrentUpdate) as caught,
     ):
         alloc.run_with_retry(
