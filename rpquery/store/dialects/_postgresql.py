@@ -27,14 +27,6 @@ RETRYABLE = {"40001", "40P01", "55P03"}
 
 
 class PostgreSQL(OnConflictWrites, StandardSQL):
-    @staticmethod
-    def insert(table: Table) -> Any:
-        """The dialect's ``INSERT`` with ``ON CONFLICT`` (SQLAlchemy's postgresql dialect,
-        imported when used: start-up time)."""
-        from sqlalchemy.dialects.postgresql import insert
-
-        return insert(table)
-
     name = "postgresql"
     locks_rows = True
     reads_autocommit = True

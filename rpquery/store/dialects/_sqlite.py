@@ -27,14 +27,6 @@ BUSY = "database is locked"
 
 
 class SQLite(NoKeptPlans, OnConflictWrites, StandardSQL):
-    @staticmethod
-    def insert(table: Table) -> Any:
-        """The dialect's ``INSERT`` with ``ON CONFLICT`` (SQLAlchemy's sqlite dialect,
-        imported when used: start-up time)."""
-        from sqlalchemy.dialects.sqlite import insert
-
-        return insert(table)
-
     name = "sqlite"
     #: The write transaction locks the whole database: a long read inside one stalls
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
