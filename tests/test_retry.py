@@ -25,7 +25,7 @@ from rpquery.server_groups import groups as sg
 from rpquery.server_groups import scheduling
 from rpquery.store.tables import resource_providers, server_groups
 from rpquery.write import allocations as alloc
-from tests.factories import new_uuid, provider
+from tests.factories import Ref, new_uuid, provider
 
 # ---------------------------------------------------------------- the policy itself
 
@@ -164,19 +164,21 @@ def test_membership_change_without_generation_retries_a_concurrent_group_change(
     assert retry_events(caplog, "rpquery.server_groups") == []
 
 
-def _claim_request(rp_uuid: str) -> ConsumerAllocations:
-    return ConsumerAllocations(
-        new_uuid(), "proj", "user", "INSTANCE", None, {rp_uuid: {"VCPU": 1}}
+def _claim(db: Database, caplog: pytest.LogCaptureFixture) -> tuple[Ref, ConsumerAllocations]:
+    """A provider with 8 VCPU and a new consumer's claim of one; rpquery's warnings
+    captured."""
+    with db.begin() as conn:
+        rp = provider(conn, "cn1", inventory={"VCPU": 8})
+    caplog.set_level(logging.WARNING, logger="rpquery")
+    return rp, ConsumerAllocations(
+        new_uuid(), "proj", "user", "INSTANCE", None, {rp.uuid: {"VCPU": 1}}
     )
 
 
 def test_allocation_write_retries_a_provider_conflict_and_logs_it(
     server_db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with server_db.begin() as conn:
-        rp = provider(conn, "cn1", inventory={"VCPU": 8})
-    caplog.set_level(logging.WARNING, logger="rpquery")
-    request = _claim_request(rp.uuid)
+    rp, request = _claim(server_db, caplog)
     meddle = bump(resource_providers, "id", rp.id)
     with interfering(server_db, "UPDATE RESOURCE_PROVIDERS", meddle, times=2) as done:
         alloc.replace_allocations(server_db, request)
@@ -192,10 +194,7 @@ def test_allocation_write_retries_a_provider_conflict_and_logs_it(
 def test_allocation_write_gives_up_after_its_attempts_and_logs_it(
     server_db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with server_db.begin() as conn:
-        rp = provider(conn, "cn1", inventory={"VCPU": 8})
-    caplog.set_level(logging.WARNING, logger="rpquery")
-    request = _claim_request(rp.uuid)
+    rp, request = _claim(server_db, caplog)
     with (
         interfering(
             server_db, "UPDATE RESOURCE_PROVIDERS", bump(resource_providers, "id", rp.id), times=99
