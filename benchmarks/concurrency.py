@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.markdown import table
 from tests.serving import HttpClient, free_port, serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -293,17 +294,19 @@ def markdown(records: list[dict[str, Any]]) -> list[str]:
         "backend", "hosts", "clients", "server", "requests/s", "GET/s", "GET p50", "GET p99",
         "PUT/s", "PUT p50", "PUT p99", "seconds", "loops", "statuses", "load",
     ]  # fmt: skip
-    md += ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    for r in sorted(records, key=lambda r: (r["backend"], r["hosts"], r["clients"], r["server"])):
-        cells = [
-            r["backend"], r["hosts"], r["clients"], r["server"], r["per_s"], r["get_per_s"],
-            r["get_p50_ms"], r["get_p99_ms"], r["put_per_s"], r["put_p50_ms"], r["put_p99_ms"],
-            r["wall_s"], "–".join(map(str, r["loops_min_max"])),
-            ", ".join(f"{k}×{v}" for k, v in r["statuses"].items()),
-            r["loadavg_1m"],
-        ]  # fmt: skip
-        md.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
+    ordered = sorted(records, key=lambda r: (r["backend"], r["hosts"], r["clients"], r["server"]))
+    md += table(headers, map(_cells, ordered))
     return [*md, "", "**Targets**:", *verdicts(records)]
+
+
+def _cells(r: dict[str, Any]) -> list[Any]:
+    return [
+        r["backend"], r["hosts"], r["clients"], r["server"], r["per_s"], r["get_per_s"],
+        r["get_p50_ms"], r["get_p99_ms"], r["put_per_s"], r["put_p50_ms"], r["put_p99_ms"],
+        r["wall_s"], "–".join(map(str, r["loops_min_max"])),
+        ", ".join(f"{k}×{v}" for k, v in r["statuses"].items()),
+        r["loadavg_1m"],
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ import sqlalchemy as sa
 
 from benchmarks.config import available_backends, scratch_database
 from benchmarks.invariants import Ack, check_invariants, read_state
+from benchmarks.markdown import table
 from rpquery.db import Database
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, Conflict, RpqueryError
 from rpquery.models import ConsumerAllocations, Inventory
@@ -549,17 +550,17 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
         "give-up rate schedule (plain / affinity / anti-affinity)",
         "killed connections (writes lost)", "invariants checked", "violations",
     ]  # fmt: skip
-    md = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    for s in rows:
-        sched = " / ".join(f"{100 * v:.2f} %" for v in s["give_up_rate_schedule"].values())
-        cells = [
-            s["backend"], s["writes_per_s"], s["acknowledged_writes"], s["conflicts"],
-            s["retries"], s["deadlocks"], s["give_ups"], f"{100 * s['give_up_rate_writes']:.2f} %",
-            sched, f"{s['kills']} ({s['lost_to_kills']})", s["invariants_checked"],
-            len(s["violations"]),
-        ]  # fmt: skip
-        md.append("| " + " | ".join(map(str, cells)) + " |")
-    return md
+    return table(headers, map(_cells, rows))
+
+
+def _cells(s: dict[str, Any]) -> list[Any]:
+    sched = " / ".join(f"{100 * v:.2f} %" for v in s["give_up_rate_schedule"].values())
+    return [
+        s["backend"], s["writes_per_s"], s["acknowledged_writes"], s["conflicts"],
+        s["retries"], s["deadlocks"], s["give_ups"], f"{100 * s['give_up_rate_writes']:.2f} %",
+        sched, f"{s['kills']} ({s['lost_to_kills']})", s["invariants_checked"],
+        len(s["violations"]),
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

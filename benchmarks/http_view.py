@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.config import Scale
+from benchmarks.markdown import table
 from benchmarks.scenarios import REGISTRY, Context, Prepared
 from benchmarks.wsgi_environ import environ
 from tests.serving import HttpClient, free_port, serving
@@ -286,17 +287,19 @@ def markdown(records: list[dict[str, Any]]) -> list[str]:
         "new conn",
         "Placement WSGI", "Placement HTTP", "ratio WSGI", "ratio HTTP", "bytes", "rounds",
     ]  # fmt: skip
-    md += ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    for r in sorted(records, key=lambda r: (r["scenario"], r["backend"], r["hosts"])):
-        cells = [
-            r["scenario"], r["backend"], r["hosts"], r["library_ms"], r["wsgi_ms"],
-            r["wsgi_overhead_ms"], r["wsgi_overhead_cpu_ms"], r["serve_ms"],
-            r["serve_new_connection_ms"],
-            r.get("placement_wsgi_ms", "–"), r.get("placement_http_ms", "–"),
-            r.get("ratio_wsgi") or "–", r.get("ratio_http") or "–", r["bytes"], r["rounds"],
-        ]  # fmt: skip
-        md.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
+    ordered = sorted(records, key=lambda r: (r["scenario"], r["backend"], r["hosts"]))
+    md += table(headers, map(_cells, ordered))
     return [*md, "", *targets(records)]
+
+
+def _cells(r: dict[str, Any]) -> list[Any]:
+    return [
+        r["scenario"], r["backend"], r["hosts"], r["library_ms"], r["wsgi_ms"],
+        r["wsgi_overhead_ms"], r["wsgi_overhead_cpu_ms"], r["serve_ms"],
+        r["serve_new_connection_ms"],
+        r.get("placement_wsgi_ms", "–"), r.get("placement_http_ms", "–"),
+        r.get("ratio_wsgi") or "–", r.get("ratio_http") or "–", r["bytes"], r["rounds"],
+    ]  # fmt: skip
 
 
 def targets(records: list[dict[str, Any]]) -> list[str]:

@@ -8,11 +8,12 @@ that would serve.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -454,56 +455,58 @@ def _exact(checked: bool | None) -> str | None:
     return None if checked is None else "yes" if checked else "**NO**"
 
 
-def _contention_section(rows: list[dict[str, Any]]) -> list[str]:
-    from benchmarks.contention import markdown
-
-    md = ["## Contention", ""]
+def _scenario_section(
+    title: str, scenario: str, rows: list[dict[str, Any]], intro: Callable[[dict[str, Any]], str]
+) -> list[str]:
+    """A scenario's section: ``intro`` of its first row, then the table of
+    ``benchmarks.<scenario>.markdown``; a line saying how to select it when not run."""
+    md = [f"## {title}", ""]
     if not rows:
-        return [*md, "Not run (select it with `--scenarios contention`)."]
-    first = rows[0]
-    md += [
-        f"{first['writers']} writer processes (claims, deletes, moves) and "
-        f"{first['schedulers']} schedulers (plain, affinity, anti-affinity groups) on "
-        f"{first['hosts']} hosts for {first['seconds']} s per backend "
-        "(benchmarks/contention.py). A give-up is a conflict that outlived rpquery's "
-        "retries and reached the caller; afterwards every invariant was checked.",
-        "",
-        *markdown(rows),
-    ]
-    return md
+        return [*md, f"Not run (select it with `--scenarios {scenario}`)."]
+    markdown = importlib.import_module(f"benchmarks.{scenario}").markdown
+    return [*md, intro(rows[0]), "", *markdown(rows)]
+
+
+def _contention_section(rows: list[dict[str, Any]]) -> list[str]:
+    return _scenario_section(
+        "Contention",
+        "contention",
+        rows,
+        lambda first: (
+            f"{first['writers']} writer processes (claims, deletes, moves) and "
+            f"{first['schedulers']} schedulers (plain, affinity, anti-affinity groups) on "
+            f"{first['hosts']} hosts for {first['seconds']} s per backend "
+            "(benchmarks/contention.py). A give-up is a conflict that outlived rpquery's "
+            "retries and reached the caller; afterwards every invariant was checked."
+        ),
+    )
 
 
 def _startup_section(rows: list[dict[str, Any]]) -> list[str]:
-    from benchmarks.startup import markdown
-
-    md = ["## Start-up", ""]
-    if not rows:
-        return [*md, "Not run (select it with `--scenarios startup`)."]
-    md += [
-        f"One-off commands, each a fresh process, median of {rows[0]['runs']} runs "
-        f"(benchmarks/startup.py); the queries on a SQLite cloud of {rows[0]['hosts']} hosts. "
-        "CPU is user + system time of the process; the wall clock follows the machine's load.",
-        "",
-        *markdown(rows),
-    ]
-    return md
+    return _scenario_section(
+        "Start-up",
+        "startup",
+        rows,
+        lambda first: (
+            f"One-off commands, each a fresh process, median of {first['runs']} runs "
+            f"(benchmarks/startup.py); the queries on a SQLite cloud of {first['hosts']} hosts. "
+            "CPU is user + system time of the process; the wall clock follows the machine's load."
+        ),
+    )
 
 
 def _shapes_section(rows: list[dict[str, Any]]) -> list[str]:
-    from benchmarks.shapes import markdown
-
-    md = ["## Never-seen request shapes", ""]
-    if not rows:
-        return [*md, "Not run (select it with `--scenarios shapes`)."]
-    md += [
-        f"Random allocation-candidates requests on a {rows[0]['hosts']}-host cloud, each "
-        "backend in a fresh process (benchmarks/shapes.py): each request asked once (the "
-        "first ask: what a request never seen before costs), then again (the repeat). A "
-        "first ask that compiled a statement met a statement shape nothing before it had.",
-        "",
-        *markdown(rows),
-    ]
-    return md
+    return _scenario_section(
+        "Never-seen request shapes",
+        "shapes",
+        rows,
+        lambda first: (
+            f"Random allocation-candidates requests on a {first['hosts']}-host cloud, "
+            "each backend in a fresh process (benchmarks/shapes.py): each request asked once (the "
+            "first ask: what a request never seen before costs), then again (the repeat). A "
+            "first ask that compiled a statement met a statement shape nothing before it had."
+        ),
+    )
 
 
 def _cluster_section(rows: list[dict[str, Any]]) -> list[str]:

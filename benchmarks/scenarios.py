@@ -209,16 +209,19 @@ def candidates_sharing_disk(ctx: Context) -> Prepared:
     return candidates(ctx, f"resources=VCPU:1,MEMORY_MB:1024,DISK_GB:100{member}")
 
 
+#: Two granular VF groups on different physnets, ``group_policy=isolate``
+SRIOV_ISOLATE = (
+    "resources=VCPU:2,MEMORY_MB:2048"
+    "&resources_NET1=SRIOV_NET_VF:1&required_NET1=CUSTOM_PHYSNET_A"
+    "&resources_NET2=SRIOV_NET_VF:1&required_NET2=CUSTOM_PHYSNET_B"
+    "&group_policy=isolate"
+)
+
+
 @scenario("candidates_sriov_isolate", needs=CANDIDATES)
 def candidates_sriov_isolate(ctx: Context) -> Prepared:
     """Two granular VF groups on different physnets, ``group_policy=isolate``."""
-    return candidates(
-        ctx,
-        "resources=VCPU:2,MEMORY_MB:2048"
-        "&resources_NET1=SRIOV_NET_VF:1&required_NET1=CUSTOM_PHYSNET_A"
-        "&resources_NET2=SRIOV_NET_VF:1&required_NET2=CUSTOM_PHYSNET_B"
-        "&group_policy=isolate",
-    )
+    return candidates(ctx, SRIOV_ISOLATE)
 
 
 @scenario("candidates_same_subtree", needs=CANDIDATES)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.scenarios import Context, Prepared, scenario
+from benchmarks.scenarios import SRIOV_ISOLATE, Context, Prepared, scenario
 
 #: Nobody has 200 VCPUs free: every host is rejected, most at ``no_capacity``, those
 #: with the forbidden GPU trait at ``forbidden_trait``.
@@ -71,13 +71,7 @@ def headroom_single_group(ctx: Context) -> Prepared:
 @scenario("headroom_sriov_two_groups", needs=HEADROOM)
 def headroom_sriov_two_groups(ctx: Context) -> Prepared:
     """Headroom of an interacting request (the search and the packing per host)."""
-    return _headroom(
-        ctx,
-        "resources=VCPU:2,MEMORY_MB:2048"
-        "&resources_NET1=SRIOV_NET_VF:1&required_NET1=CUSTOM_PHYSNET_A"
-        "&resources_NET2=SRIOV_NET_VF:1&required_NET2=CUSTOM_PHYSNET_B"
-        "&group_policy=isolate",
-    )
+    return _headroom(ctx, SRIOV_ISOLATE)
 
 
 # ---------------------------------------------------------------- standalone run

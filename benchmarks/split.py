@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.config import Scale
+from benchmarks.markdown import table
 
 #: The requests split: the whole cloud and nova's ``limit=1000`` (the HTTP view's rows).
 REQUESTS = {
@@ -193,16 +194,18 @@ def markdown(records: list[dict[str, Any]]) -> list[str]:
         "render", "json.dumps", "body", "WSGI", "candidates", "summaries", "values",
         "bytes", "load",
     ]  # fmt: skip
-    md += ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-    for r in sorted(records, key=lambda r: (r["scenario"], r["backend"], r["hosts"])):
-        cells = [
-            r["scenario"], r["backend"], r["hosts"], r["library_ms"], r["sql_wait_ms"],
-            r["driver_cpu_ms"], r["build_ms"], r["render_ms"], r["json_dumps_ms"],
-            r.get("body_ms"), r["wsgi_ms"], r.get("candidates"), r.get("summaries"),
-            r.get("values_shipped"), r.get("body_bytes"), r.get("loadavg_1m"),
-        ]  # fmt: skip
-        md.append("| " + " | ".join("–" if c is None else str(c) for c in cells) + " |")
+    ordered = sorted(records, key=lambda r: (r["scenario"], r["backend"], r["hosts"]))
+    md += table(headers, map(_cells, ordered))
     return md
+
+
+def _cells(r: dict[str, Any]) -> list[Any]:
+    return [
+        r["scenario"], r["backend"], r["hosts"], r["library_ms"], r["sql_wait_ms"],
+        r["driver_cpu_ms"], r["build_ms"], r["render_ms"], r["json_dumps_ms"],
+        r.get("body_ms"), r["wsgi_ms"], r.get("candidates"), r.get("summaries"),
+        r.get("values_shipped"), r.get("body_bytes"), r.get("loadavg_1m"),
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,8 @@ from rpquery._validation import matches
 from rpquery.errors import InvalidRequest
 
 __all__ = [
+    "CONSUMER_TYPE_MAX_LENGTH",
+    "CONSUMER_TYPE_RE",
     "Consumer",
     "ConsumerAllocations",
     "Inventory",
@@ -159,22 +161,31 @@ class Consumer:
 
 # ---------------------------------------------------------------- pure input checks
 
-#: A consumer type name: ``[A-Z0-9_]`` characters, 1 to 255 of them (the one rule: the
-#: writes, the usage reads and their filters check it here).
-CONSUMER_TYPE_RE = re.compile(r"[A-Z0-9_]{1,255}")
+#: A consumer type name, the one rule (the writes, the usage reads and their filters
+#: check it here; the API's schemas and the CLI's help write this pattern): ``[A-Z0-9_]``
+#: characters as a whole, Placement's ``CONSUMER_TYPE_PATTERN``, and at most
+#: :data:`CONSUMER_TYPE_MAX_LENGTH` of them.
+CONSUMER_TYPE_RE = re.compile("^[A-Z0-9_]+$")
+#: The longest consumer type name (the column's and Placement's schema's ``maxLength``).
+CONSUMER_TYPE_MAX_LENGTH = 255
 
 
 def check_consumer_type(name: object) -> str:
-    """A consumer type name matches ``[A-Z0-9_]+`` as a whole, at most 255 characters
-    (``rpquery.consumer.bad_type``; docs/design.md#consumer-types).
+    """A consumer type name matches :data:`CONSUMER_TYPE_RE` as a whole, at most 255
+    characters (``rpquery.consumer.bad_type``; docs/design.md#consumer-types).
 
     >>> check_consumer_type("INSTANCE")
     'INSTANCE'
+    >>> check_consumer_type("instance")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rpquery.errors.InvalidRequest: invalid consumer type 'instance': must match ^[A-Z0-9_]+$ ...
     """
-    if not matches(CONSUMER_TYPE_RE, name):
+    if not (matches(CONSUMER_TYPE_RE, name) and len(str(name)) <= CONSUMER_TYPE_MAX_LENGTH):
         raise InvalidRequest(
             "rpquery.consumer.bad_type",
-            f"invalid consumer type {name!r}: must match ^[A-Z0-9_]+$ (1-255 characters)",
+            f"invalid consumer type {name!r}: must match {CONSUMER_TYPE_RE.pattern}"
+            f" (1-{CONSUMER_TYPE_MAX_LENGTH} characters)",
             token=str(name),
         )
     return str(name)

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from rpquery.db import Database
 from rpquery.store.tables import (
     CUSTOM_RC_MIN_ID,
     allocations,
@@ -194,3 +195,23 @@ def allocate(
             used=used,
         )
     )
+
+
+def first_flat_host(url: str) -> str:
+    """The uuid of the first root provider with VCPU inventory of its own (no NUMA
+    children) in the database at ``url`` (a cloud ``rpquery load`` wrote)."""
+    rp, inv, rc = resource_providers, inventories, resource_classes
+    stmt = (
+        sa.select(rp.c.uuid)
+        .join(inv, inv.c.resource_provider_id == rp.c.id)
+        .join(rc, rc.c.id == inv.c.resource_class_id)
+        .where(rc.c.name == "VCPU", rp.c.parent_provider_id.is_(None))
+        .order_by(rp.c.id)
+        .limit(1)
+    )
+    db = Database(url)
+    try:
+        with db.connect() as conn:
+            return str(conn.execute(stmt).scalar_one())
+    finally:
+        db.dispose()

@@ -32,6 +32,14 @@ SKIP_REASON = f"no usable Placement: {WHY}; run `make placement-venv` to install
 Answer = dict[str, Any]
 
 
+def req(method: str, path: str, body: Any = None, version: str = "1.39") -> dict[str, Any]:
+    """One request for :meth:`BothApis.ask`."""
+    item: dict[str, Any] = {"method": method, "path": path, "version": version}
+    if body is not None:
+        item["body"] = body
+    return item
+
+
 class BothApis:
     """Placement on ``placement_db`` and rpquery on ``rpquery_db`` (both migrated by
     rpquery, so both start from the same standard classes and traits)."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -115,6 +117,21 @@ def _agreeing(
     return out
 
 
+@contextmanager
+def _agreed(
+    backend: str, database_url: Any, seed: int
+) -> Iterator[tuple[Database, Placement, list[tuple[Query, dict[str, Any]]]]]:
+    """Cloud ``seed`` written by Placement (:func:`_cloud`), Placement running on it with
+    its default options, and the queries both answer alike (:func:`_agreeing`); the
+    database is dropped from the pool afterwards."""
+    db, queries = _cloud(backend, database_url, seed)
+    try:
+        with Placement(db.url.render_as_string(hide_password=False)) as placement:
+            yield db, placement, _agreeing(db, placement, queries)
+    finally:
+        db.dispose()
+
+
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_limited_answers_cover_as_many_hosts_as_placement(backend: str, database_url) -> None:  # type: ignore[no-untyped-def]
     """Same request, same ``limit``: rpquery's answer covers at least as many hosts
@@ -123,13 +140,9 @@ def test_limited_answers_cover_as_many_hosts_as_placement(backend: str, database
     _need_placement()
     compared = 0
     for seed in SEEDS:
-        db, queries = _cloud(backend, database_url, seed)
-        try:
-            url = db.url.render_as_string(hide_password=False)
-            with Placement(url) as placement:
-                agreeing = _agreeing(db, placement, queries)
-                asked = [(q, k, full) for q, full in agreeing for k in LIMITS]
-                raw = placement.ask([{"path": with_limit(q, k).path} for q, k, _ in asked])
+        with _agreed(backend, database_url, seed) as (db, placement, agreeing):
+            asked = [(q, k, full) for q, full in agreeing for k in LIMITS]
+            raw = placement.ask([{"path": with_limit(q, k).path} for q, k, _ in asked])
             for (q, k, full), theirs in zip(asked, raw, strict=True):
                 assert theirs["status"] == 200, theirs
                 mine = ours(db, with_limit(q, k))
@@ -138,8 +151,6 @@ def test_limited_answers_cover_as_many_hosts_as_placement(backend: str, database
                 assert len(mine["allocation_requests"]) == min(k, len(full["allocation_requests"]))
                 assert len(hosts(mine)) >= len(hosts(theirs["body"])), (q.path, k)
                 compared += 1
-        finally:
-            db.dispose()
     assert compared > 25 * len(SEEDS)
 
 
@@ -190,11 +201,8 @@ def test_each_option_as_placement_with_that_option(backend: str, database_url) -
     _need_placement()
     checked = 0
     for seed in SEEDS:
-        db, queries = _cloud(backend, database_url, seed)
-        try:
+        with _agreed(backend, database_url, seed) as (db, _, agreeing):
             url = db.url.render_as_string(hide_password=False)
-            with Placement(url) as placement:
-                agreeing = _agreeing(db, placement, queries)
             for conf in OPTIONS:
                 asked = [(q, k, full) for q, full in agreeing for k in (None, 2)]
                 paths = [
@@ -221,8 +229,6 @@ def test_each_option_as_placement_with_that_option(backend: str, database_url) -
                         elif not conf.get("randomize_allocation_candidates"):
                             assert _depth_first(mine, full), (conf, q.path)
                     checked += 1
-        finally:
-            db.dispose()
     assert checked > 50 * len(SEEDS)
 
 

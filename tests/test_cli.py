@@ -15,6 +15,7 @@ from rpquery.cli import main
 from rpquery.db import Database
 from rpquery.usage.reads import consumer_allocations
 from tests.conftest import _ran
+from tests.factories import first_flat_host
 
 Invoke = Callable[..., Result]
 CONSUMER = "5d6e3f1a-7b2c-4d8e-9f0a-1b2c3d4e5f60"
@@ -49,29 +50,6 @@ def cli(loaded_url: str) -> Invoke:
 def fresh_cli(database_url) -> Invoke:  # type: ignore[no-untyped-def]
     _ran["sqlite"] += 1
     return _invoker(database_url("sqlite"))
-
-
-def _a_flat_host(url: str) -> str:
-    """A root provider with VCPU inventory of its own (no NUMA children)."""
-    import sqlalchemy as sa
-
-    from rpquery.store.tables import inventories, resource_classes, resource_providers
-
-    rp, inv, rc = resource_providers, inventories, resource_classes
-    stmt = (
-        sa.select(rp.c.uuid)
-        .join(inv, inv.c.resource_provider_id == rp.c.id)
-        .join(rc, rc.c.id == inv.c.resource_class_id)
-        .where(rc.c.name == "VCPU", rp.c.parent_provider_id.is_(None))
-        .order_by(rp.c.id)
-        .limit(1)
-    )
-    db = Database(url)
-    try:
-        with db.connect() as conn:
-            return str(conn.execute(stmt).scalar_one())
-    finally:
-        db.dispose()
 
 
 def assert_bad_request(result: Result, code: str, token: str) -> None:
@@ -195,7 +173,7 @@ def test_usages_bad_input(cli: Invoke, query: str, code: str, token: str) -> Non
 
 
 def test_claim_then_release(cli: Invoke, loaded_url: str) -> None:
-    host = _a_flat_host(loaded_url)
+    host = first_flat_host(loaded_url)
     owner = ["--project", "cli-demo", "--user", "u1", "--consumer"]
     result = cli(
         "claim",
@@ -221,7 +199,7 @@ def test_claim_then_release(cli: Invoke, loaded_url: str) -> None:
 
 
 def test_claim_bad_input(cli: Invoke, loaded_url: str) -> None:
-    host = _a_flat_host(loaded_url)
+    host = first_flat_host(loaded_url)
     owner = ["--project", "p", "--user", "u"]
     bad_amount = cli("claim", f"{host}=VCPU:two", *owner, "--consumer-type", "INSTANCE")
     assert_bad_request(bad_amount, "rpquery.cli.bad_allocation", "VCPU:two")
@@ -232,7 +210,7 @@ def test_claim_bad_input(cli: Invoke, loaded_url: str) -> None:
 
 
 def test_claim_over_capacity_exits_1_and_writes_nothing(cli: Invoke, loaded_url: str) -> None:
-    host = _a_flat_host(loaded_url)
+    host = first_flat_host(loaded_url)
     result = cli(
         "claim",
         f"{host}=VCPU:10000",

@@ -10,12 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from rpquery.db import Database
-from rpquery.store.tables import inventories, resource_classes, resource_providers
 from rpquery.usage.reads import project_usages
 from tests.conftest import _ran
+from tests.factories import first_flat_host
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 CONSUMER = "0c9a8b7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d"
@@ -49,24 +48,6 @@ def pg_url(database_url) -> str:  # type: ignore[no-untyped-def]
 def run(pg_url: str) -> Run:
     _ran["postgresql"] += 1
     return _runner(pg_url)
-
-
-def _a_flat_host(url: str) -> str:
-    rp, inv, rc = resource_providers, inventories, resource_classes
-    stmt = (
-        sa.select(rp.c.uuid)
-        .join(inv, inv.c.resource_provider_id == rp.c.id)
-        .join(rc, rc.c.id == inv.c.resource_class_id)
-        .where(rc.c.name == "VCPU", rp.c.parent_provider_id.is_(None))
-        .order_by(rp.c.id)
-        .limit(1)
-    )
-    db = Database(url)
-    try:
-        with db.connect() as conn:
-            return str(conn.execute(stmt).scalar_one())
-    finally:
-        db.dispose()
 
 
 def assert_bad_request(done: subprocess.CompletedProcess[str], code: str, token: str) -> None:
@@ -130,7 +111,7 @@ def test_bad_input_with_json_goes_to_stderr(run: Run) -> None:
 
 
 def test_claim_and_release(run: Run, pg_url: str) -> None:
-    host = _a_flat_host(pg_url)
+    host = first_flat_host(pg_url)
     claimed = _json(
         run(
             "claim",
@@ -159,7 +140,7 @@ def test_claim_and_release(run: Run, pg_url: str) -> None:
 
 
 def test_claim_and_release_bad_input(run: Run, pg_url: str) -> None:
-    host = _a_flat_host(pg_url)
+    host = first_flat_host(pg_url)
     assert_bad_request(
         run(
             "claim",

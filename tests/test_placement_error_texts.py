@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ALL_BACKENDS
-from tests.side_by_side_api import READY, SKIP_REASON, BothApis, both_apis, comparable
+from tests.side_by_side_api import READY, SKIP_REASON, BothApis, both_apis, comparable, req
 
 pytestmark = pytest.mark.skipif(not READY, reason=SKIP_REASON)
 
@@ -30,13 +30,6 @@ NOBODY = "eeeeeeee-0000-4000-8000-000000000001"
 C1, C2 = "cccccccc-0000-4000-8000-000000000001", "cccccccc-0000-4000-8000-000000000002"
 OWNER = {"project_id": "proj", "user_id": "user", "consumer_type": "INSTANCE"}
 INVENTORY = {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096}}
-
-
-def req(method: str, path: str, body: Any = None, version: str = "1.39") -> dict[str, Any]:
-    item: dict[str, Any] = {"method": method, "path": path, "version": version}
-    if body is not None:
-        item["body"] = body
-    return item
 
 
 def setup() -> list[dict[str, Any]]:

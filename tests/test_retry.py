@@ -25,7 +25,7 @@ from rpquery.server_groups import groups as sg
 from rpquery.server_groups import scheduling
 from rpquery.store.tables import resource_providers, server_groups
 from rpquery.write import allocations as alloc
-from tests.factories import new_uuid, provider
+from tests.factories import Ref, new_uuid, provider
 
 # ---------------------------------------------------------------- the policy itself
 
@@ -122,12 +122,13 @@ def interfering(
         db.remove_tracer(tracer)
 
 
-def bump_group(group_uuid: str) -> Callable[[sa.Connection], None]:
+def bump(table: sa.Table, key: str, value: object) -> Callable[[sa.Connection], None]:
+    """Another writer's change: the generation of ``table``'s row whose ``key`` is
+    ``value`` goes up by one."""
+
     def meddle(conn: sa.Connection) -> None:
         conn.execute(
-            server_groups.update()
-            .where(server_groups.c.uuid == group_uuid)
-            .values(generation=server_groups.c.generation + 1)
+            table.update().where(table.c[key] == value).values(generation=table.c.generation + 1)
         )
 
     return meddle
@@ -150,7 +151,7 @@ def test_membership_change_without_generation_retries_a_concurrent_group_change(
     sg.add_members(server_db, group.uuid, [a, b])
     caplog.set_level(logging.WARNING, logger="rpquery")
     lock = "SELECT RPQ_SERVER_GROUPS.ID, RPQ_SERVER_GROUPS.UUID"  # the locking read
-    with interfering(server_db, lock, bump_group(group.uuid)) as done:
+    with interfering(server_db, lock, bump(server_groups, "uuid", group.uuid)) as done:
         if change == "remove":
             after = sg.remove_members(server_db, group.uuid, [a])
         else:
@@ -163,28 +164,23 @@ def test_membership_change_without_generation_retries_a_concurrent_group_change(
     assert retry_events(caplog, "rpquery.server_groups") == []
 
 
-def _claim_request(rp_uuid: str) -> ConsumerAllocations:
-    return ConsumerAllocations(
-        new_uuid(), "proj", "user", "INSTANCE", None, {rp_uuid: {"VCPU": 1}}
+def _claim(db: Database, caplog: pytest.LogCaptureFixture) -> tuple[Ref, ConsumerAllocations]:
+    """A provider with 8 VCPU and a new consumer's claim of one; rpquery's warnings
+    captured."""
+    with db.begin() as conn:
+        rp = provider(conn, "cn1", inventory={"VCPU": 8})
+    caplog.set_level(logging.WARNING, logger="rpquery")
+    return rp, ConsumerAllocations(
+        new_uuid(), "proj", "user", "INSTANCE", None, {rp.uuid: {"VCPU": 1}}
     )
 
 
 def test_allocation_write_retries_a_provider_conflict_and_logs_it(
     server_db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with server_db.begin() as conn:
-        rp = provider(conn, "cn1", inventory={"VCPU": 8})
-
-    def bump(conn: sa.Connection) -> None:
-        conn.execute(
-            resource_providers.update()
-            .where(resource_providers.c.id == rp.id)
-            .values(generation=resource_providers.c.generation + 1)
-        )
-
-    caplog.set_level(logging.WARNING, logger="rpquery")
-    request = _claim_request(rp.uuid)
-    with interfering(server_db, "UPDATE RESOURCE_PROVIDERS", bump, times=2) as done:
+    rp, request = _claim(server_db, caplog)
+    meddle = bump(resource_providers, "id", rp.id)
+    with interfering(server_db, "UPDATE RESOURCE_PROVIDERS", meddle, times=2) as done:
         alloc.replace_allocations(server_db, request)
     assert done == [1, 1]
     assert alloc.get_allocations(server_db, request.consumer_uuid) == {rp.uuid: {"VCPU": 1}}
@@ -198,20 +194,11 @@ def test_allocation_write_retries_a_provider_conflict_and_logs_it(
 def test_allocation_write_gives_up_after_its_attempts_and_logs_it(
     server_db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with server_db.begin() as conn:
-        rp = provider(conn, "cn1", inventory={"VCPU": 8})
-
-    def bump(conn: sa.Connection) -> None:
-        conn.execute(
-            resource_providers.update()
-            .where(resource_providers.c.id == rp.id)
-            .values(generation=resource_providers.c.generation + 1)
-        )
-
-    caplog.set_level(logging.WARNING, logger="rpquery")
-    request = _claim_request(rp.uuid)
+    rp, request = _claim(server_db, caplog)
     with (
-        interfering(server_db, "UPDATE RESOURCE_PROVIDERS", bump, times=99),
+        interfering(
+            server_db, "UPDATE RESOURCE_PROVIDERS", bump(resource_providers, "id", rp.id), times=99
+        ),
         pytest.raises(ConcurrentUpdate) as caught,
     ):
         alloc.run_with_retry(

@@ -11,11 +11,7 @@ allocations).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +35,7 @@ from rpquery.write.allocations import delete_allocations, replace_allocations, r
 from rpquery.write.consumers import get_consumer
 from rpquery.write.reshaper import ProviderInventories, reshape
 from tests.conftest import empty_database
+from tests.differential.placement import Placement
 from tests.factories import Ref, consumer, new_uuid, provider
 
 VCPU, MEM, DISK = 0, 1, 2  # standard resource class ids (os-resource-classes order)
@@ -515,25 +512,13 @@ def test_missing_trigger_privilege_is_a_clear_schema_error(
 # ---------------------------------------------------------------- Placement writes
 
 PLACEMENT_READY, PLACEMENT_WHY = side_by_side.available()
-WRITE_DRIVER = Path(__file__).with_name("placement_write_driver.py")
 
 
 def placement(db: Database, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run ``requests`` through OpenStack Placement's own WSGI app on ``db``."""
-    url = db.url.render_as_string(hide_password=False)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(requests, fh)
-    try:
-        done = subprocess.run(
-            [str(side_by_side.PYTHON), str(WRITE_DRIVER), url, fh.name],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    finally:
-        Path(fh.name).unlink(missing_ok=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return list(json.loads(done.stdout))
+    """Run ``requests`` through OpenStack Placement's own WSGI app on ``db``
+    (:class:`tests.differential.placement.Placement`)."""
+    with Placement(db.url.render_as_string(hide_password=False)) as running:
+        return running.ask(requests)
 
 
 def vcpu_used(db: Database, rp_uuid: str) -> int:

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rpquery.models import CONSUMER_TYPE_MAX_LENGTH, CONSUMER_TYPE_RE
+
 __all__ = [
+    "CONSUMER_TYPE",
+    "CONSUMER_TYPE_FILTER",
     "CUSTOM_PATTERN",
     "CUSTOM_TRAIT",
     "LIST_PROVIDERS_1_0",
@@ -46,6 +50,20 @@ UUID: Schema = {"type": "string", "format": "uuid"}
 NULLABLE_UUID: Schema = {"anyOf": [UUID, {"type": "null"}]}
 RC_PATTERN = "^[A-Z0-9_]+$"
 CUSTOM_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
+#: ``consumer_type`` of an allocation body (1.38): the model's rule,
+#: :data:`rpquery.models.CONSUMER_TYPE_RE` (Placement's ``CONSUMER_TYPE_PATTERN``)
+CONSUMER_TYPE: Schema = {
+    "type": "string",
+    "pattern": CONSUMER_TYPE_RE.pattern,
+    "minLength": 1,
+    "maxLength": CONSUMER_TYPE_MAX_LENGTH,
+}
+#: ``consumer_type`` of ``GET /usages`` (1.38): a type, ``all`` or ``unknown``
+#: (Placement's ``CONSUMER_TYPE_GET_PATTERN``)
+CONSUMER_TYPE_FILTER: Schema = {
+    **CONSUMER_TYPE,
+    "pattern": f"{CONSUMER_TYPE_RE.pattern}|^all|^unknown$",
+}
 
 
 def _object(properties: Schema, required: tuple[str, ...] = (), **extra: Any) -> Schema:

@@ -23,6 +23,7 @@ from urllib.parse import unquote
 import click
 
 from rpquery.errors import InvalidRequest, RpqueryError
+from rpquery.models import CONSUMER_TYPE_RE
 
 if TYPE_CHECKING:  # imported when a command first needs the database: --help stays light
     from rpquery.db import Database
@@ -75,6 +76,13 @@ def configure_logging(level: str) -> Callable[[], None]:
 
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
+)
+#: ``--consumer-type`` of the allocation writes: its help writes the model's rule
+#: (:data:`rpquery.models.CONSUMER_TYPE_RE`)
+consumer_type_option = click.option(
+    "--consumer-type",
+    required=True,
+    help=f"INSTANCE, MIGRATION, ... ({CONSUMER_TYPE_RE.pattern}).",
 )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import click
 
-from rpquery.cli._common import get_db, handles_errors
+from rpquery.cli._common import consumer_type_option, get_db, handles_errors
 from rpquery.cli._format import Cell, Listing, Output, output_options
 from rpquery.errors import InvalidRequest
 from rpquery.models import ConsumerAllocations
@@ -107,7 +107,7 @@ def allocation_group() -> None:
 )
 @click.option("--project-id", required=True, help="Project of the consumer.")
 @click.option("--user-id", required=True, help="User of the consumer.")
-@click.option("--consumer-type", required=True, help="INSTANCE, MIGRATION, ... (^[A-Z0-9_]+$).")
+@consumer_type_option
 @output_options
 @handles_errors
 def allocation_set(

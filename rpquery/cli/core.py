@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rpquery.cli._common import emit_json, get_db, handles_errors, json_option
+from rpquery.cli._common import (
+    consumer_type_option,
+    emit_json,
+    get_db,
+    handles_errors,
+    json_option,
+)
 from rpquery.cli._common import query_pairs as _pairs
 from rpquery.cli._format import Cell, Listing, Output, output_options
 from rpquery.errors import Conflict, InvalidRequest
@@ -304,7 +310,7 @@ def _resources(resources: Mapping[str, int]) -> str:
 @click.option("--consumer", "consumer_uuid", help="Consumer uuid (default: a new one).")
 @click.option("--project", "project_id", required=True, help="Project of the consumer.")
 @click.option("--user", "user_id", required=True, help="User of the consumer.")
-@click.option("--consumer-type", required=True, help="INSTANCE, MIGRATION, ... (^[A-Z0-9_]+$).")
+@consumer_type_option
 @click.option(
     "--generation",
     type=int,

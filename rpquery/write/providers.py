@@ -167,6 +167,13 @@ def _collation_twin(conn: Connection, name: str) -> tuple[str, str] | None:
     return str(found), collation
 
 
+def _checked_parent(parent_uuid: str | None) -> str | None:
+    """A new parent's uuid, checked (``rpquery.provider.bad_uuid``); ``None``: a root."""
+    if parent_uuid is None:
+        return None
+    return check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
+
+
 def create_provider(
     db: Database, name: str, *, uuid: str | None = None, parent_uuid: str | None = None
 ) -> ResourceProvider:
@@ -182,23 +189,12 @@ def create_provider(
         if uuid is not None
         else str(uuidlib.uuid4())
     )
-    parent = (
-        check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
-        if parent_uuid is not None
-        else None
-    )
+    parent = _checked_parent(parent_uuid)
     rp = resource_providers
     with db.begin() as conn:
         parent_id, root_id = None, None
         if parent is not None:
-            row = conn.execute(
-                sa.select(rp.c.id, rp.c.root_provider_id).where(rp.c.uuid == parent)
-            ).first()
-            if row is None:
-                raise InvalidRequest(
-                    "rpquery.provider.parent_not_found", f"no provider {parent}", token=parent
-                )
-            parent_id, root_id = row
+            parent_id, root_id = _parent_ids(conn, parent)
         try:
             result = conn.execute(
                 rp.insert().values(
@@ -260,32 +256,15 @@ def set_parent(
     parent is the provider itself or one of its descendants, and
     ``rpquery.provider.parent_not_found`` when the parent does not exist."""
     rp_uuid = check_uuid(rp_uuid, "rpquery.provider.bad_uuid", "provider")
-    parent = (
-        check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
-        if parent_uuid is not None
-        else None
-    )
+    parent = _checked_parent(parent_uuid)
     check_generation(generation)
     rp = resource_providers
     with db.begin() as conn:
         rp_id, found = load_provider(conn, rp_uuid)
         parent_id, new_root = None, rp_id
         if parent is not None:
-            row = conn.execute(
-                sa.select(rp.c.id, rp.c.root_provider_id).where(rp.c.uuid == parent)
-            ).first()
-            if row is None:
-                raise InvalidRequest(
-                    "rpquery.provider.parent_not_found", f"no provider {parent}", token=parent
-                )
-            parent_id, new_root = int(row[0]), int(row[1])
-            below = subtree_ids(rp_id).subquery()
-            if conn.execute(sa.select(below.c.id).where(below.c.id == parent_id)).first():
-                raise InvalidRequest(
-                    "rpquery.provider.cycle",
-                    f"provider {parent} is {rp_uuid} or below it: that would make a cycle",
-                    token=parent,
-                )
+            parent_id, new_root = _parent_ids(conn, parent)
+            _refuse_cycle(conn, rp_id, rp_uuid, parent, parent_id)
         _bump(conn, rp_id, found, generation, parent_provider_id=parent_id)
         conn.execute(
             rp.update().where(rp.c.id.in_(subtree_ids(rp_id))).values(root_provider_id=new_root)
@@ -395,6 +374,20 @@ def _new_parent(
             )
         return rp_id, None
     parent = check_uuid(parent_uuid, "rpquery.provider.bad_uuid", "provider")
+    parent_id, root_id = _parent_ids(conn, parent)
+    if found.parent_uuid is not None and not allow_reparenting:
+        raise InvalidRequest(
+            "rpquery.provider.reparent_not_allowed",
+            "re-parenting a provider is not allowed before microversion 1.37",
+            token=parent,
+        )
+    _refuse_cycle(conn, rp_id, found.uuid, parent, parent_id)
+    return root_id, parent_id
+
+
+def _parent_ids(conn: Connection, parent: str) -> tuple[int, int]:
+    """The id and root id of provider ``parent``, a provider's new parent
+    (``InvalidRequest`` ``rpquery.provider.parent_not_found`` if there is none)."""
     rp = resource_providers
     stmt = sa.select(rp.c.id, rp.c.root_provider_id).where(rp.c.uuid == parent)
     row = conn.execute(stmt).first()
@@ -402,17 +395,16 @@ def _new_parent(
         raise InvalidRequest(
             "rpquery.provider.parent_not_found", f"no provider {parent}", token=parent
         )
-    if found.parent_uuid is not None and not allow_reparenting:
-        raise InvalidRequest(
-            "rpquery.provider.reparent_not_allowed",
-            "re-parenting a provider is not allowed before microversion 1.37",
-            token=parent,
-        )
+    return int(row[0]), int(row[1])
+
+
+def _refuse_cycle(conn: Connection, rp_id: int, rp_uuid: str, parent: str, parent_id: int) -> None:
+    """``InvalidRequest`` ``rpquery.provider.cycle`` if the new parent ``parent_id`` is
+    provider ``rp_id`` itself or below it."""
     below = subtree_ids(rp_id).subquery()
-    if conn.execute(sa.select(below.c.id).where(below.c.id == int(row[0]))).first():
+    if conn.execute(sa.select(below.c.id).where(below.c.id == parent_id)).first():
         raise InvalidRequest(
             "rpquery.provider.cycle",
-            f"provider {parent} is {found.uuid} or below it: that would make a cycle",
+            f"provider {parent} is {rp_uuid} or below it: that would make a cycle",
             token=parent,
         )
-    return int(row[1]), int(row[0])

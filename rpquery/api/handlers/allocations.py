@@ -19,9 +19,10 @@ from typing import Any
 
 import falcon
 
-from rpquery.api import errors
+from rpquery.api import errors, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
+from rpquery.api.schemas import RC_PATTERN
 from rpquery.api.util import ctx, empty, is_uuid_like, json_body, send_json, want
 from rpquery.errors import CapacityExceeded, ConcurrentUpdate, InvalidRequest, NotFound
 from rpquery.models import ConsumerAllocations
@@ -46,7 +47,6 @@ INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 # ---------------------------------------------------------------- schemas (Placement's)
 
 UUID_PATTERN = "^[0-9a-fA-F-]{36}$"
-RC_PATTERN = "^[A-Z0-9_]+$"
 GROUP_PATTERN = "[a-zA-Z0-9_-]{1,64}"
 _OWNER = {"type": "string", "minLength": 1, "maxLength": 255}
 _RESOURCES = {
@@ -128,12 +128,7 @@ SCHEMA_1_34["properties"]["mappings"] = {
     },
 }
 SCHEMA_1_38 = copy.deepcopy(SCHEMA_1_34)
-SCHEMA_1_38["properties"]["consumer_type"] = {
-    "type": "string",
-    "pattern": RC_PATTERN,
-    "minLength": 1,
-    "maxLength": 255,
-}
+SCHEMA_1_38["properties"]["consumer_type"] = dict(schemas.CONSUMER_TYPE)
 SCHEMA_1_38["required"].append("consumer_type")
 
 

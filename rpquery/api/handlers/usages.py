@@ -9,6 +9,7 @@ from typing import Any
 
 import falcon
 
+from rpquery.api import schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
 from rpquery.api.util import ctx, query_params, send_json, want
@@ -26,12 +27,7 @@ SCHEMA_1_9: dict[str, Any] = {
     "additionalProperties": False,
 }
 SCHEMA_1_38 = copy.deepcopy(SCHEMA_1_9)
-SCHEMA_1_38["properties"]["consumer_type"] = {
-    "type": "string",
-    "pattern": "^[A-Z0-9_]+$|^all|^unknown$",
-    "minLength": 1,
-    "maxLength": 255,
-}
+SCHEMA_1_38["properties"]["consumer_type"] = dict(schemas.CONSUMER_TYPE_FILTER)
 
 
 def provider_usages(req: falcon.Request, resp: falcon.Response, uuid: str) -> None:

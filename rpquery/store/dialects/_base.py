@@ -8,7 +8,8 @@ call it, so no other module branches on ``dialect.name``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import importlib
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
@@ -208,9 +209,14 @@ class NoKeptPlans:
 
 class OnConflictWrites:
     """The writes of a backend with ``INSERT ... ON CONFLICT`` (PostgreSQL, SQLite),
-    written once; ``insert`` is the dialect's own insert construct."""
+    written once on the dialect's own insert construct (:meth:`insert`)."""
 
-    insert: Callable[[Table], Any]
+    name: str
+
+    def insert(self, table: Table) -> Any:
+        """The dialect's ``INSERT`` with ``ON CONFLICT``: ``sqlalchemy.dialects.<name>``'s,
+        its module imported when used (start-up time)."""
+        return importlib.import_module(f"sqlalchemy.dialects.{self.name}").insert(table)
 
     def insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
         conn.execute(self.insert(table).on_conflict_do_nothing(), rows)

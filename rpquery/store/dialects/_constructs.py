@@ -1,8 +1,9 @@
 """The portable SQL constructs of rpquery's builders (``random_order()``, ``least()``,
-``concat_agg()``, ``in_id_list()``...): each class here with its shared default, standard
-SQL, or a loud :class:`~sqlalchemy.exc.CompileError` where no standard spelling exists;
-each backend module (:mod:`._sqlite`, :mod:`._postgresql`, :mod:`._mysql`) spells them
-for its dialect with ``@compiles(<construct>, "<dialect>")``, as alembic's ``ddl/``
+``concat_agg()``, ``in_id_list()``...): each class here with its shared default
+(:func:`default_sql`), standard SQL, or a loud :class:`~sqlalchemy.exc.CompileError`
+where no standard spelling exists; each backend module (:mod:`._sqlite`,
+:mod:`._postgresql`, :mod:`._mysql`) spells them for its dialect in one table
+(:func:`spell`: ``@compiles(<construct>, "<dialect>")`` for each), as alembic's ``ddl/``
 modules do. :mod:`rpquery.store.dialects` imports the three (their spellings must be
 registered before any statement compiles) and re-exports the constructs.
 
@@ -15,7 +16,8 @@ sqlalchemy.exc.CompileError: random_order has no spelling for the 'oracle' diale
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, bindparam, exc
 from sqlalchemy.ext.compiler import compiles
@@ -34,6 +36,47 @@ def unspelled(element: Any, compiler: Any) -> exc.CompileError:
     )
 
 
+#: How a construct is written: a template of SQL where ``{args}`` stands for the
+#: construct's arguments, compiled and comma-separated (``"least({args})"``); a function
+#: ``(element, compiler, **kw) -> str`` for anything else; ``None``: not at all (a loud
+#: :func:`unspelled` error).
+Spelling = str | Callable[..., str] | None
+
+_Construct = TypeVar("_Construct", bound=type)
+
+
+def _compiler_of(spelling: Spelling) -> Callable[..., str]:
+    def compile_construct(element: Any, compiler: Any, **kw: Any) -> str:
+        if spelling is None:
+            raise unspelled(element, compiler)
+        if isinstance(spelling, str):
+            return spelling.format(args=compiler.process(element.clauses, **kw))
+        return str(spelling(element, compiler, **kw))
+
+    return compile_construct
+
+
+def default_sql(spelling: Spelling = None) -> Callable[[_Construct], _Construct]:
+    """Class decorator: the construct's shared default, what a dialect no backend
+    module spells it for gets: standard SQL (a :data:`Spelling`), or with no spelling
+    a loud :class:`~sqlalchemy.exc.CompileError` (never another backend's SQL)."""
+
+    def register(construct: _Construct) -> _Construct:
+        compiles(construct)(_compiler_of(spelling))
+        return construct
+
+    return register
+
+
+def spell(dialect: str, spellings: Mapping[type, Spelling]) -> None:
+    """A backend module's spellings of constructs for its ``dialect``
+    (``@compiles(<construct>, "<dialect>")`` for each), e.g. ``spell("sqlite",
+    {least: "min({args})"})``."""
+    for construct, spelling in spellings.items():
+        compiles(construct, dialect)(_compiler_of(spelling))
+
+
+@default_sql()
 class random_order(FunctionElement[float]):  # noqa: N801 - reads like a SQL function
     """``ORDER BY`` key for random sampling: ``random()`` or MySQL's ``rand()``."""
 
@@ -41,11 +84,7 @@ class random_order(FunctionElement[float]):  # noqa: N801 - reads like a SQL fun
     name = "random"
 
 
-@compiles(random_order)
-def _random_order_unspelled(element: random_order, compiler: Any, **kw: Any) -> str:
-    raise unspelled(element, compiler)
-
-
+@default_sql("floor({args})")
 class floor_int(FunctionElement[int]):  # noqa: N801
     """``FLOOR(x)`` as an integer of a non-negative number: ``CAST(x AS INTEGER)`` on
     SQLite (whose ``floor()`` is optional; its cast truncates), ``FLOOR(x)`` elsewhere
@@ -56,11 +95,7 @@ class floor_int(FunctionElement[int]):  # noqa: N801
     name = "floor"
 
 
-@compiles(floor_int)
-def _floor_default(element: floor_int, compiler: Any, **kw: Any) -> str:
-    return f"floor({compiler.process(element.clauses, **kw)})"
-
-
+@default_sql()
 class least(FunctionElement[int]):  # noqa: N801
     """``LEAST(a, b, ...)``; SQLite spells it as multi-argument ``min()``."""
 
@@ -69,11 +104,7 @@ class least(FunctionElement[int]):  # noqa: N801
     name = "least"
 
 
-@compiles(least)
-def _least_unspelled(element: least, compiler: Any, **kw: Any) -> str:
-    raise unspelled(element, compiler)
-
-
+@default_sql("CAST({args} AS INTEGER)")
 class trunc_int(FunctionElement[int]):  # noqa: N801 - reads like a SQL function
     """A number truncated toward zero as an integer, as Python's ``int()`` of a float:
     ``CAST(x AS INTEGER)`` on SQLite (its cast truncates), ``CAST(TRUNCATE(x, 0) AS
@@ -94,11 +125,7 @@ class trunc_int(FunctionElement[int]):  # noqa: N801 - reads like a SQL function
     name = "trunc_int"
 
 
-@compiles(trunc_int)
-def _trunc_int_default(element: trunc_int, compiler: Any, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
-
-
+@default_sql()
 class json_quote(FunctionElement[str]):  # noqa: N801
     """A string as a JSON string literal (quoted, escaped): ``json_quote(x)`` on SQLite,
     ``JSON_QUOTE(x)`` on MySQL/MariaDB, ``CAST(to_json(x) AS TEXT)`` on PostgreSQL.
@@ -114,11 +141,11 @@ class json_quote(FunctionElement[str]):  # noqa: N801
     name = "json_quote"
 
 
-@compiles(json_quote)
-def _json_quote_unspelled(element: json_quote, compiler: Any, **kw: Any) -> str:
-    raise unspelled(element, compiler)
+def _text_concat_default(element: text_concat, compiler: Any, **kw: Any) -> str:
+    return "(" + " || ".join(compiler.process(c, **kw) for c in element.clauses) + ")"
 
 
+@default_sql(_text_concat_default)
 class text_concat(FunctionElement[str]):  # noqa: N801
     """Strings and integers written one after the other: ``(a || b || ...)``, or
     ``CONCAT(a, b, ...)`` on MySQL/MariaDB (whose ``||`` is ``OR``). ``NULL`` if any
@@ -138,11 +165,7 @@ class text_concat(FunctionElement[str]):  # noqa: N801
     name = "text_concat"
 
 
-@compiles(text_concat)
-def _text_concat_default(element: text_concat, compiler: Any, **kw: Any) -> str:
-    return "(" + " || ".join(compiler.process(c, **kw) for c in element.clauses) + ")"
-
-
+@default_sql()
 class concat_agg(FunctionElement[str]):  # noqa: N801
     """Aggregate: a group's values as text joined by commas, in no particular order
     (``NULL`` for no row, as other aggregates; ``NULL`` values are skipped):
@@ -161,11 +184,7 @@ class concat_agg(FunctionElement[str]):  # noqa: N801
     name = "concat_agg"
 
 
-@compiles(concat_agg)
-def _concat_agg_unspelled(element: concat_agg, compiler: Any, **kw: Any) -> str:
-    raise unspelled(element, compiler)
-
-
+@default_sql()
 class json_rows(FunctionElement[str]):  # noqa: N801
     """Aggregate: a group's rows as one JSON array of arrays, one per row, its values
     as JSON (numbers, text, ``null``), in no particular order; ``NULL`` for no row:
@@ -190,11 +209,6 @@ class json_rows(FunctionElement[str]):  # noqa: N801
     name = "json_rows"
 
 
-@compiles(json_rows)
-def _json_rows_unspelled(element: json_rows, compiler: Any, **kw: Any) -> str:
-    raise unspelled(element, compiler)
-
-
 class long_concat_select(Select[Any]):  # noqa: N801
     """A ``SELECT`` whose :class:`concat_agg` texts are never cut short: on MariaDB
     ``SET STATEMENT group_concat_max_len = ... FOR SELECT ...``, on MySQL 8 the
@@ -205,6 +219,11 @@ class long_concat_select(Select[Any]):  # noqa: N801
     inherit_cache = True
 
 
+def _exact_eq_default(element: exact_eq, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.column == element.value, **kw))
+
+
+@default_sql(_exact_eq_default)
 class exact_eq(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
     """``column = value`` compared byte for byte on every backend (owner ids, provider
     names: columns whose definitions are Placement's).
@@ -243,11 +262,7 @@ class exact_eq(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
     ]
 
 
-@compiles(exact_eq)
-def _exact_eq_default(element: exact_eq, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.column == element.value, **kw))
-
-
+@default_sql("{args}")
 class ratio_as_written_expr(FunctionElement[float]):  # noqa: N801 - reads like SQL
     """An ``allocation_ratio`` column as it was written: the column itself where it is
     a double, ``CAST(CAST(col AS CHAR) AS DOUBLE)`` on MySQL/MariaDB, whose text form
@@ -267,11 +282,6 @@ class ratio_as_written_expr(FunctionElement[float]):  # noqa: N801 - reads like 
     name = "ratio_as_written"
 
 
-@compiles(ratio_as_written_expr)
-def _ratio_default(element: ratio_as_written_expr, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.clauses, **kw))
-
-
 class _IntListText(TypeDecorator[Any]):
     """A list of ints sent as one text parameter: ``{1,2}`` (a PostgreSQL array
     literal) or ``[1,2]`` (JSON, for SQLite's ``json_each``). One string is much
@@ -288,6 +298,11 @@ class _IntListText(TypeDecorator[Any]):
         return self.brackets[0] + ",".join(map(str, map(int, value))) + self.brackets[1]
 
 
+def _by_backend_default(element: by_backend, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.default, **kw))
+
+
+@default_sql(_by_backend_default)
 class by_backend(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
     """One test written two ways: ``default`` on every backend but PostgreSQL, which
     gets ``postgresql``. Both must mean the same; the statement is built once and each
@@ -323,11 +338,12 @@ class by_backend(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
     ]
 
 
-@compiles(by_backend)
-def _by_backend_default(element: by_backend, compiler: Any, **kw: Any) -> str:
-    return str(compiler.process(element.default, **kw))
+def _in_id_list_default(element: in_id_list, compiler: Any, **kw: Any) -> str:
+    param: BindParameter[Any] = bindparam(element.name, expanding=True, literal_execute=True)
+    return str(compiler.process(element.column.in_(param), **kw))
 
 
+@default_sql(_in_id_list_default)
 class in_id_list(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
     """``column IN <the ints bound to name>``, for id lists of any length (thousands of
     trees in a whole-cloud answer), sent the cheapest way each backend has:
@@ -363,12 +379,12 @@ class in_id_list(ColumnElement[bool]):  # noqa: N801 - reads like a SQL operator
     ]
 
 
-@compiles(in_id_list)
-def _in_id_list_default(element: in_id_list, compiler: Any, **kw: Any) -> str:
-    param: BindParameter[Any] = bindparam(element.name, expanding=True, literal_execute=True)
+def _in_name_list_default(element: in_name_list, compiler: Any, **kw: Any) -> str:
+    param: BindParameter[Any] = bindparam(element.name, expanding=True)
     return str(compiler.process(element.column.in_(param), **kw))
 
 
+@default_sql(_in_name_list_default)
 class in_name_list(in_id_list):  # noqa: N801 - reads like a SQL operator
     """``column IN <the names bound to name>`` (a few trait or class names), written
     the same whatever their number where that lets the server keep the statement's
@@ -381,9 +397,3 @@ class in_name_list(in_id_list):  # noqa: N801 - reads like a SQL operator
     """
 
     inherit_cache = True
-
-
-@compiles(in_name_list)
-def _in_name_list_default(element: in_name_list, compiler: Any, **kw: Any) -> str:
-    param: BindParameter[Any] = bindparam(element.name, expanding=True)
-    return str(compiler.process(element.column.in_(param), **kw))

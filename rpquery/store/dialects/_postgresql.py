@@ -11,21 +11,10 @@ from typing import Any
 
 from sqlalchemy import Table, bindparam, exc, func, select
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.ext.compiler import compiles
 
+from rpquery.store.dialects import _constructs as portable
 from rpquery.store.dialects._base import OnConflictWrites, StandardSQL
-from rpquery.store.dialects._constructs import (
-    _IntListText,
-    by_backend,
-    concat_agg,
-    in_id_list,
-    in_name_list,
-    json_quote,
-    json_rows,
-    least,
-    random_order,
-    trunc_int,
-)
+from rpquery.store.dialects._constructs import _IntListText, spell
 
 #: ``Connection.info`` key: :meth:`PostgreSQL.unprepared` turned psycopg's prepared
 #: statements off for the block (a statement prepared on purpose still is)
@@ -38,14 +27,6 @@ RETRYABLE = {"40001", "40P01", "55P03"}
 
 
 class PostgreSQL(OnConflictWrites, StandardSQL):
-    @staticmethod
-    def insert(table: Table) -> Any:
-        """The dialect's ``INSERT`` with ``ON CONFLICT`` (SQLAlchemy's postgresql dialect,
-        imported when used: start-up time)."""
-        from sqlalchemy.dialects.postgresql import insert
-
-        return insert(table)
-
     name = "postgresql"
     locks_rows = True
     reads_autocommit = True
@@ -232,34 +213,11 @@ def _alter_triggers(conn: Connection, triggers: Mapping[str, Sequence[str]], act
 # ---------------------------------------------------------------- spellings
 
 
-@compiles(trunc_int, "postgresql")
-def _trunc_int_postgresql(element: trunc_int, compiler: Any, **kw: Any) -> str:
-    x = compiler.process(element.clauses, **kw)
-    return f"CASE WHEN abs({x}) < 9007199254740992 THEN CAST(trunc({x}) AS BIGINT) END"
-
-
-@compiles(json_quote, "postgresql")
-def _json_quote_postgresql(element: json_quote, compiler: Any, **kw: Any) -> str:
-    return f"CAST(to_json({compiler.process(element.clauses, **kw)}) AS TEXT)"
-
-
-@compiles(concat_agg, "postgresql")
-def _concat_agg_postgresql(element: concat_agg, compiler: Any, **kw: Any) -> str:
-    return f"string_agg(CAST({compiler.process(element.clauses, **kw)} AS TEXT), ',')"
-
-
-@compiles(json_rows, "postgresql")
-def _json_rows_postgresql(element: json_rows, compiler: Any, **kw: Any) -> str:
-    return f"json_agg(json_build_array({compiler.process(element.clauses, **kw)}))"
-
-
-@compiles(by_backend, "postgresql")
-def _by_backend_postgresql(element: by_backend, compiler: Any, **kw: Any) -> str:
+def _by_backend_postgresql(element: Any, compiler: Any, **kw: Any) -> str:
     return str(compiler.process(element.postgresql, **kw))
 
 
-@compiles(in_id_list, "postgresql")
-def _in_id_list_postgresql(element: in_id_list, compiler: Any, **kw: Any) -> str:
+def _in_id_list_postgresql(element: Any, compiler: Any, **kw: Any) -> str:
     # The text is sent untyped and cast by the server while planning, so the planner
     # sees the array's values (a CAST of a typed VARCHAR parameter would hide them
     # and the plan would guess ten elements: seconds instead of milliseconds).
@@ -268,18 +226,25 @@ def _in_id_list_postgresql(element: in_id_list, compiler: Any, **kw: Any) -> str
     return f"{column} = ANY ({param}::INTEGER[])"
 
 
-@compiles(in_name_list, "postgresql")
-def _in_name_list_postgresql(element: in_name_list, compiler: Any, **kw: Any) -> str:
+def _in_name_list_postgresql(element: Any, compiler: Any, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
     param = compiler.process(bindparam(element.name), **kw)
     return f"{column} = ANY (CAST({param} AS VARCHAR[]))"
 
 
-@compiles(random_order, "postgresql")
-def _random_postgresql(element: random_order, compiler: Any, **kw: Any) -> str:
-    return "random()"
-
-
-@compiles(least, "postgresql")
-def _least_postgresql(element: least, compiler: Any, **kw: Any) -> str:
-    return f"least({compiler.process(element.clauses, **kw)})"
+spell(
+    "postgresql",
+    {
+        portable.trunc_int: (
+            "CASE WHEN abs({args}) < 9007199254740992 THEN CAST(trunc({args}) AS BIGINT) END"
+        ),
+        portable.json_quote: "CAST(to_json({args}) AS TEXT)",
+        portable.concat_agg: "string_agg(CAST({args} AS TEXT), ',')",
+        portable.json_rows: "json_agg(json_build_array({args}))",
+        portable.by_backend: _by_backend_postgresql,
+        portable.in_id_list: _in_id_list_postgresql,
+        portable.in_name_list: _in_name_list_postgresql,
+        portable.random_order: "random()",
+        portable.least: "least({args})",
+    },
+)

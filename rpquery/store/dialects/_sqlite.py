@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import Table, bindparam, event, exc
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.ext.compiler import compiles
 
+from rpquery.store.dialects import _constructs as portable
 from rpquery.store.dialects._base import (
     NoKeptPlans,
     OnConflictWrites,
@@ -19,16 +19,7 @@ from rpquery.store.dialects._base import (
     executemany_insert,
     nothing_deferred,
 )
-from rpquery.store.dialects._constructs import (
-    _IntListText,
-    concat_agg,
-    floor_int,
-    in_id_list,
-    json_quote,
-    json_rows,
-    least,
-    random_order,
-)
+from rpquery.store.dialects._constructs import _IntListText, spell
 
 #: The text of SQLite's error when another connection holds the write lock past the
 #: busy timeout: retry
@@ -36,14 +27,6 @@ BUSY = "database is locked"
 
 
 class SQLite(NoKeptPlans, OnConflictWrites, StandardSQL):
-    @staticmethod
-    def insert(table: Table) -> Any:
-        """The dialect's ``INSERT`` with ``ON CONFLICT`` (SQLAlchemy's sqlite dialect,
-        imported when used: start-up time)."""
-        from sqlalchemy.dialects.sqlite import insert
-
-        return insert(table)
-
     name = "sqlite"
     #: The write transaction locks the whole database: a long read inside one stalls
     #: every writer (past its 30 s busy timeout, under a scheduler's picks).
@@ -170,38 +153,21 @@ def _on_begin(conn: Connection) -> None:
 # ---------------------------------------------------------------- spellings
 
 
-@compiles(floor_int, "sqlite")
-def _floor_sqlite(element: floor_int, compiler: Any, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
-
-
-@compiles(least, "sqlite")
-def _least_sqlite(element: least, compiler: Any, **kw: Any) -> str:
-    return f"min({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(in_id_list, "sqlite")
-def _in_id_list_sqlite(element: in_id_list, compiler: Any, **kw: Any) -> str:
+def _in_id_list_sqlite(element: Any, compiler: Any, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
     param = compiler.process(bindparam(element.name, type_=_IntListText("[]")), **kw)
     return f"{column} IN (SELECT value FROM json_each({param}))"
 
 
-@compiles(random_order, "sqlite")
-def _random_sqlite(element: random_order, compiler: Any, **kw: Any) -> str:
-    return "random()"
-
-
-@compiles(json_quote, "sqlite")
-def _json_quote_sqlite(element: json_quote, compiler: Any, **kw: Any) -> str:
-    return f"json_quote({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(concat_agg, "sqlite")
-def _concat_agg_sqlite(element: concat_agg, compiler: Any, **kw: Any) -> str:
-    return f"group_concat({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(json_rows, "sqlite")
-def _json_rows_sqlite(element: json_rows, compiler: Any, **kw: Any) -> str:
-    return f"json_group_array(json_array({compiler.process(element.clauses, **kw)}))"
+spell(
+    "sqlite",
+    {
+        portable.floor_int: "CAST({args} AS INTEGER)",
+        portable.least: "min({args})",
+        portable.in_id_list: _in_id_list_sqlite,
+        portable.random_order: "random()",
+        portable.json_quote: "json_quote({args})",
+        portable.concat_agg: "group_concat({args})",
+        portable.json_rows: "json_group_array(json_array({args}))",
+    },
+)
