@@ -50,6 +50,7 @@ from rpquery.read.candidates._batches import (
     walk_key,
 )
 from rpquery.read.candidates._execute import (
+    PAIRS_BATCH_MOST,
     Loaded,
     fetch_names,
     fetch_names_sharing,
@@ -191,7 +192,6 @@ def _run(
 ) -> AllocationCandidates:
     every_candidate = any(p.needs_all_candidates for p in policies)
     how = search_plan(req.limit, options, randomize=req.randomize, every_candidate=every_candidate)
-    names, sharing = fetch_names_sharing(conn, req)
     searched_req = searched_request(req, how)
     stop = how.target
     found: list[RawCandidate] = []
@@ -202,6 +202,12 @@ def _run(
     if spreading is not None:
         key = (key, "spread")  # roots per candidate-giving root, not per candidate
     plan = Batches(stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url)
+    # a walk in small batches (as far as known before the roots' count) reads each
+    # batch's sharing pairs, not the cloud's, where a round trip costs little (SQLite)
+    first = plan.first().limit
+    on_server = dialects.backend(conn.dialect.name).on_server
+    per_batch = not on_server and first is not None and first <= PAIRS_BATCH_MOST
+    names, sharing = fetch_names_sharing(conn, req, per_batch=per_batch)
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write
