@@ -9,13 +9,15 @@ import pytest
 
 from rpquery.db import Database
 from rpquery.generator import CloudSpec, load_cloud
-from rpquery.read.candidates import _execute as ex
+from rpquery.read.candidates import _batches as bt
+from rpquery.read.candidates import _sharing as sh
 from rpquery.read.candidates import allocation_candidates
-from rpquery.read.candidates._batches import ROOT_IDS, Roots
 from rpquery.read.request import parse_candidates
 
 QUERY = "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10"
 SHARING = "MISC_SHARES_VIA_AGGREGATE"
+#: text of the batch's pairs statement alone (``_sql.batch_sharing_of``)
+BATCH_PAIRS_SQL = "aggregate_id + 0"
 
 
 def _roots(db: Database) -> list[int]:
@@ -32,34 +34,57 @@ def test_batch_pairs_are_the_clouds_restricted(db: Database) -> None:
     req = parse_candidates(QUERY)
     roots = _roots(db)
     with db.connect() as conn:
-        names, every = ex.fetch_names_sharing(conn, req)
-        lazy_names, lazy = ex.fetch_names_sharing(conn, req, per_batch=True)
+        names, every = sh.fetch_names_sharing(conn, req)
+        lazy_names, lazy = sh.fetch_names_sharing(conn, req, per_batch=True)
         assert lazy_names == names
         assert every.pairs and not lazy.pairs and not lazy.shared_with
         assert lazy.rc_ids == every.rc_ids == {names.rc_ids["DISK_GB"]}
         sizes = []
         for start in range(0, len(roots), 7):
-            batch = Roots(roots[start : start + 7], ROOT_IDS, {}, False)
-            key = ex.BatchRoots.IDS
-            got = ex._batch_shared_with(conn, req, names, batch, key, lazy)
-            assert got == ex._shared_with(batch, key, every)
+            batch = roots[start : start + 7]
+            got = sh.batch_pairs(conn, req, names, batch, lazy)
+            assert got == sh.batch_pairs(conn, req, names, batch, every)
+            assert got == {r: every.shared_with[r] for r in batch if r in every.shared_with}
             sizes.append(len(got))
+        assert not lazy.every  # no batch was too large: every pair was never read
         # more roots than a batch reads its own pairs for, and every root: every pair
-        many = Roots(list(range(1, ex.PAIRS_BATCH_MOST + 2)), ROOT_IDS, {}, False)
-        got = ex._batch_shared_with(conn, req, names, many, ex.BatchRoots.IDS, lazy)
-        assert got == ex._shared_with(many, ex.BatchRoots.IDS, every)
-        whole = Roots(None, None, {}, True)
-        assert ex._batch_shared_with(conn, req, names, whole, None, lazy) == every.shared_with
+        many = list(range(1, sh.PAIRS_BATCH_MOST + 2))
+        got = sh.batch_pairs(conn, req, names, many, lazy)
+        assert got == sh.batch_pairs(conn, req, names, many, every)
+        assert lazy.every == [every.shared_with]
+        assert sh.batch_pairs(conn, req, names, None, lazy) == every.shared_with
     assert 0 < sum(sizes) < len(roots) and 0 in sizes, sizes
 
 
+def test_pairs_are_read_per_batch_on_sqlite_only(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only where a round trip costs little (SQLite), only for a first batch of at most
+    ``PAIRS_BATCH_MOST`` roots, and only once the roots are counted."""
+    small, large = bt.Batch(12, walk=True), bt.Batch(sh.PAIRS_BATCH_MOST + 1, walk=True)
+    bt._ROOT_COUNT.put(db.engine.url, 0)  # counted (this empty database's roots)
+    with db.connect() as conn:
+        assert sh.pairs_per_batch(conn, small) is (db.engine.dialect.name == "sqlite")
+        assert not sh.pairs_per_batch(conn, large)
+        assert not sh.pairs_per_batch(conn, bt.Batch())  # every root
+        # a count older than ROOT_COUNT_AGE: the names statement counts the roots again
+        monkeypatch.setattr(sh, "ROOT_COUNT_AGE", -1.0)
+        assert not sh.pairs_per_batch(conn, small)
+
+
 @pytest.mark.parametrize("limit", [1, 3, 10, 25])
-def test_limited_answers_with_sharing_are_unchanged(sqlite_db: Database, limit: int) -> None:
-    """On SQLite a ``limit`` reads each batch's pairs: its candidates are among the
-    whole answer's (which reads every pair at once), as many as asked for."""
+def test_limited_answers_with_sharing_are_unchanged(
+    sqlite_db: Database, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite a ``limit`` walked in batches reads each batch's pairs: its
+    candidates are among the whole answer's (which reads every pair at once), as many
+    as asked for."""
+    monkeypatch.setattr(bt.Batches, "ONE_BATCH", 0)  # walked, as a large cloud is
     load_cloud(sqlite_db, CloudSpec(hosts=40, sharing=2, seed=7, hosts_per_aggregate=8))
-    whole = allocation_candidates(sqlite_db, QUERY).to_placement()
-    some = allocation_candidates(sqlite_db, f"{QUERY}&limit={limit}").to_placement()
+    whole = allocation_candidates(sqlite_db, QUERY).to_placement()  # (counts the roots)
+    with sqlite_db.count_statements() as counter:
+        some = allocation_candidates(sqlite_db, f"{QUERY}&limit={limit}").to_placement()
+    assert any(BATCH_PAIRS_SQL in s for s in counter.statements), counter.statements
     shared = {u for u, s in whole["provider_summaries"].items() if SHARING in s.get("traits", ())}
     assert shared  # sharing providers serve some of the candidates
     assert len(some["allocation_requests"]) == limit

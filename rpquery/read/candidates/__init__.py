@@ -50,10 +50,8 @@ from rpquery.read.candidates._batches import (
     walk_key,
 )
 from rpquery.read.candidates._execute import (
-    PAIRS_BATCH_MOST,
     Loaded,
     fetch_names,
-    fetch_names_sharing,
     load_groups,
     statements_for,
 )
@@ -75,6 +73,7 @@ from rpquery.read.candidates._search import (
     plan_slots,
     search_anchor,
 )
+from rpquery.read.candidates._sharing import fetch_names_sharing, pairs_per_batch
 from rpquery.read.candidates._spread import (
     DEFAULT_OPTIONS,
     CandidateOptions,
@@ -202,12 +201,8 @@ def _run(
     if spreading is not None:
         key = (key, "spread")  # roots per candidate-giving root, not per candidate
     plan = Batches(stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url)
-    # a walk in small batches (as far as known before the roots' count) reads each
-    # batch's sharing pairs, not the cloud's, where a round trip costs little (SQLite)
-    first = plan.first().limit
-    on_server = dialects.backend(conn.dialect.name).on_server
-    per_batch = not on_server and first is not None and first <= PAIRS_BATCH_MOST
-    names, sharing = fetch_names_sharing(conn, req, per_batch=per_batch)
+    # a walk in small batches may read each batch's sharing pairs, not the cloud's
+    names, sharing = fetch_names_sharing(conn, req, pairs_per_batch(conn, plan.first()))
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write

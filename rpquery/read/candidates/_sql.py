@@ -527,12 +527,7 @@ def names_sharing_of(
       :func:`rpquery.store.dialects.read_settings`), ``SELECT NULL, ... WHERE
       <settings> IS NULL``: no row, and no round trip of its own (the settings hold for
       the statements after this one);
-    - ``NULL, <how many roots>, NULL, NULL`` (the only row with neither a name nor a
-      root) when ``:count_roots`` is ``1`` (else ``0``, and the planners skip the scan:
-      a constant false condition): sizes a ``limit``'s batches
-      (:class:`~rpquery.read.candidates._batches.Batches`), counted when the process
-      has no recent count of this database's roots; one statement either way (no
-      second shape to compile);
+    - the roots' count (:func:`_roots_count`);
 
     ``classes_only`` (a ``limit``'s walk, which reads each batch's pairs with its roots,
     :func:`batch_sharing_of`): instead of the pairs, ``NULL, NULL, NULL, class`` of each
@@ -558,15 +553,25 @@ def names_sharing_of(
             dialects.in_name_list(t.c.name, "trait_names")
         ),
     ]
-    rp = resource_providers
-    counted = sa.and_(
-        rp.c.parent_provider_id.is_(None), sa.bindparam("count_roots", type_=sa.Integer) == 1
-    )
-    count = sa.select(*row(null, sa.func.count(), null, null)).select_from(rp)
-    branches.append(count.where(counted))
+    branches.append(_roots_count())
     if settings is not None:
         branches.append(sa.select(*row(null, null, null, null)).where(settings.is_(None)))
     return sa.union_all(*branches)
+
+
+def _roots_count() -> Select:
+    """The roots' count branch of :func:`names_sharing_of`: ``NULL, <how many roots>,
+    NULL, NULL`` (the only row with neither a name nor a root) when ``:count_roots`` is
+    ``1`` (else ``0``, and the planners skip the scan: a constant false condition).
+    It sizes a ``limit``'s batches (:class:`~rpquery.read.candidates._batches.Batches`),
+    counted when the process has no recent count of this database's roots; one
+    statement either way (no second shape to compile)."""
+    rp, null = resource_providers, sa.null()
+    counted = sa.and_(
+        rp.c.parent_provider_id.is_(None), sa.bindparam("count_roots", type_=sa.Integer) == 1
+    )
+    count = sa.select(*_names_row(null, sa.func.count(), null, null)).select_from(rp)
+    return count.where(counted)
 
 
 _NAMES_COLUMNS = ("name", "id", "root", "rc")
