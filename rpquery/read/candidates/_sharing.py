@@ -85,7 +85,7 @@ def fetch_names_sharing(
 ) -> tuple[q.Names, Sharing]:
     """:func:`~rpquery.read.candidates._execute.fetch_names` and :func:`fetch_sharing`
     in one statement (:func:`rpquery.read.candidates._sql.names_sharing_of`), which
-    also carries the read's session settings where there are some
+    also carries the read's server settings where there are some
     (:func:`rpquery.store.dialects.read_settings`): the first round trip of a request
     is its only one before the anchor roots.
 
