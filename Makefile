@@ -112,7 +112,7 @@ bench-shapes: $(STAMP) ## Never-seen requests: random candidates request shapes 
 bench-placement: $(STAMP) ## Side-by-side against OpenStack Placement: reads, claims/s, 1/8/32 schedulers at once (installs it into .venv-placement)
 	BENCH_SCALE=$(BENCH_SCALE) BENCH_BACKENDS=$(BENCH_BACKENDS) BENCH_HOSTS=$(BENCH_HOSTS) $(BIN)/python -m benchmarks.run --placement
 
-bench-check: $(STAMP) ## Regression guard: fixed scenarios, BASE (benchmarks/baseline.txt) vs this tree alternated; fails when a median is > 20 % slower
+bench-check: $(STAMP) ## Regression guard: fixed scenarios, BASE (benchmarks/baseline.txt) vs this tree alternated; fails when the rounds' median ratio is > 20 % slower and a re-measure agrees
 	$(BIN)/python -m benchmarks.check --backends $(CHECK_BACKENDS) --hosts $(CHECK_HOSTS) --rounds $(CHECK_ROUNDS) \
 		$(if $(BASE),--base $(BASE)) $(if $(HEAD),--head $(HEAD))
 

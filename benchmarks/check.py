@@ -9,15 +9,23 @@ checked out as a git worktree (``/tmp/rpq-check-<sha>``, kept for the next run) 
 version runs in its own process (:mod:`benchmarks.check_worker`, that checkout first on
 ``PYTHONPATH``), on the same scratch databases, loaded once by the head's generator.
 
-Rounds alternate the two processes (which goes first swaps every round), so that the
-machine's changing load (other jobs on a shared machine) falls on both alike (8 rounds
-by default: each goes first as often). Per scenario and version the median of every
-call of every round is kept; the head is *slower* when its median is more than
-``--threshold`` (20 %) above the baseline's and so is the median of the rounds' own
-ratios (*paired*).
-A slower scenario is measured once more (the same rounds, alone) and fails only if it is
-slower again: one burst of load on one side does not fail the check. Exit status 1 when
-a scenario fails, 0 otherwise; the table goes to stdout and to
+In every round (8 by default) each scenario's calls alternate the two processes one
+call at a time (which goes first swaps every call and every round), so that the
+machine's changing load (other jobs on a shared machine) falls on both alike, and the
+ratio of the two sides' medians in that round (:meth:`Figures.paired`) compares calls
+made under the same load. The decision is on the median of those per-round ratios
+(*paired*), not on the ratio of the two sides' overall medians (shown, as
+*head/base*), which a burst of load on one side moves.
+
+A scenario is *slower* when its paired ratio is more than ``--threshold`` (20 %) above
+1. The slower scenarios are then measured again (``--again-rounds``, twice the rounds
+by default), and a slower scenario **fails** when the re-measure agrees: its paired
+ratio there is above 1 + half the threshold (:data:`AGREE`). The re-measure confirms,
+it does not replace: at load 3.6 a known 1.7-1.9x slowdown of ``limit1000``, measured
+again alone in blocks of calls, gave 1.15-1.17 and passed under the earlier rule (slower
+by 20 % twice); an A/A run must come out 20 % slower over the first rounds and 10 %
+over twice as many after to fail. Exit status 1 when a scenario fails, 0 otherwise; the
+table goes to stdout and to
 ``benchmarks/results/<date>-<head>-vs-<base>-<backends>-check.md``.
 
 Requests go through the REST app in-process (``rpquery.api.make_app``, the whole body)
@@ -58,6 +66,9 @@ GRANULAR = (
 SHARING = "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:100&member_of={sharing}"
 #: never-seen requests asked per round and version (each once, on a 100-host cloud)
 SHAPES_PER_ROUND = 12
+#: the re-measure agrees that a scenario is slower when its paired ratio is above 1 +
+#: this share of the threshold
+AGREE = 0.5
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,8 @@ class Figures:
         return statistics.median(t for r in self.rounds[label] for t in r)
 
     def paired(self, base: str, head: str) -> float:
-        """The median over rounds of head's round median / base's."""
+        """The median over rounds of head's round median / base's (the two measured
+        back to back: the same load)."""
         pairs = zip(self.rounds[head], self.rounds[base], strict=True)
         return statistics.median(statistics.median(h) / statistics.median(b) for h, b in pairs)
 
@@ -183,18 +195,33 @@ def _message(s: Scenario, ctx: dict[str, Any], round_no: int) -> dict[str, Any]:
     return msg
 
 
+def _calls(s: Scenario, ctx: dict[str, Any], round_no: int) -> list[dict[str, Any]]:
+    """Round ``round_no`` of ``s`` as one message per call (a never-seen shape or a
+    claim's seed of its own each)."""
+    msg = _message(s, ctx, round_no)
+    if s.kind == "shapes":
+        return [{**msg, "reps": 1, "queries": [q]} for q in msg["queries"]]
+    if s.kind == "claims":
+        return [{**msg, "reps": 1, "seed": round_no * s.reps + i} for i in range(s.reps)]
+    return [{**msg, "reps": 1}] * s.reps
+
+
 def measure(
     sides: list[Side], scenarios: list[Scenario], ctx: dict[str, Any], rounds: int, first: int = 0
 ) -> dict[str, Figures]:
-    """``rounds`` alternated rounds of every scenario (round numbers from ``first``:
-    never-seen shapes and claim seeds differ per round)."""
+    """``rounds`` rounds of every scenario (round numbers from ``first``: never-seen
+    shapes and claim seeds differ per round), the two sides' calls interleaved one by
+    one (ABBA...: who goes first swaps every call and every round), so that a round's
+    two medians are taken under the same load."""
     figures = {s.name: Figures() for s in scenarios}
     for r in range(first, first + rounds):
-        order = sides if r % 2 == 0 else sides[::-1]
         for s in scenarios:
-            msg = _message(s, ctx, r)
-            for side in order:
-                figures[s.name].add(side.label, side.ask(**msg)["times"])
+            times: dict[str, list[float]] = {side.label: [] for side in sides}
+            for i, msg in enumerate(_calls(s, ctx, r)):
+                for side in sides if (r + i) % 2 == 0 else sides[::-1]:
+                    times[side.label] += side.ask(**msg)["times"]
+            for side in sides:
+                figures[s.name].add(side.label, times[side.label])
     return figures
 
 
@@ -254,7 +281,8 @@ def check_backend(
     backend: str, admin_url: str, checkouts: list[tuple[Path, str]], args: argparse.Namespace
 ) -> list[dict[str, Any]]:
     """Every scenario's record on ``backend``: medians, ratio, verdict."""
-    n_shapes = 3 * args.rounds * SHAPES_PER_ROUND  # (some refused by one version)
+    # (some refused by one version)
+    n_shapes = 3 * (args.rounds + args.again_rounds) * SHAPES_PER_ROUND
     with clouds(backend, admin_url, args.hosts, n_shapes) as ctx, ExitStack() as stack:
         sides = [Side(label, path) for path, label in checkouts]
         for side in sides:
@@ -264,8 +292,9 @@ def check_backend(
         figures = measure(sides, args.only, ctx, args.rounds)
         base, head = sides[0].label, sides[1].label
         limit = 1 + args.threshold
-        slower = [s for s in args.only if _slower(figures[s.name], base, head, limit)]
-        again = measure(sides, slower, ctx, args.rounds, first=args.rounds) if slower else {}
+        slower = [s.name for s in args.only if figures[s.name].paired(base, head) > limit]
+        again_only = [s for s in args.only if s.name in slower]
+        again = measure(sides, again_only, ctx, args.again_rounds, first=args.rounds)
         load_after = os.getloadavg()[0]
     records = []
     for s in args.only:
@@ -277,23 +306,17 @@ def check_backend(
             "ratio": _ratio(fig, base, head), "paired": fig.paired(base, head),
             "load": f"{load:.1f} → {load_after:.1f}",
         }  # fmt: skip
-        if s.name in again:
+        record["fails"] = False
+        if s.name in slower:
             record["again"] = _ratio(again[s.name], base, head)
             record["again_paired"] = again[s.name].paired(base, head)
-        record["fails"] = s.name in again and _slower(again[s.name], base, head, limit)
+            record["fails"] = record["again_paired"] > 1 + AGREE * args.threshold
         records.append(record)
     return records
 
 
 def _ratio(fig: Figures, base: str, head: str) -> float:
     return fig.median(head) / fig.median(base)
-
-
-def _slower(fig: Figures, base: str, head: str, limit: float) -> bool:
-    """Whether the head is slower than ``limit`` times the base both ways: the ratio of
-    the medians and the median of the rounds' ratios (an A/A run of the same code at
-    load ~8 once passed the first alone, 1.25 and 1.27, with its rounds' ratio 1.17)."""
-    return _ratio(fig, base, head) > limit and fig.paired(base, head) > limit
 
 
 def markdown(records: list[dict[str, Any]], base: str, head: str, args: argparse.Namespace) -> str:
@@ -303,10 +326,12 @@ def markdown(records: list[dict[str, Any]], base: str, head: str, args: argparse
         f"# bench-check: {head} against {base} ({stamp})",
         "",
         f"`python -m benchmarks.check --base {base} --head {head} --rounds {args.rounds} "
-        f"--hosts {args.hosts}`: {args.rounds} alternated rounds, median of every call, "
-        f"ms; fails when the head's median and the median of the rounds' ratios "
-        f"(*paired*) are > {args.threshold:.0%} above the base's, and again when measured "
-        "once more (*again*: ratio / paired).",
+        f"--hosts {args.hosts} --again-rounds {args.again_rounds}`: {args.rounds} "
+        "alternated rounds, median of every call, ms; *paired*: the median of the rounds' "
+        "head/base ratios (the two sides' calls interleaved one by one). A scenario whose "
+        f"paired ratio is > {1 + args.threshold:.2f} is measured again "
+        f"({args.again_rounds} rounds; *again*: head/base / paired) and "
+        f"fails when the paired ratio again is > {1 + AGREE * args.threshold:.2f}.",
         "",
         "| backend | hosts | scenario | via | base ms | head ms | head/base | paired | again "
         "| verdict | load |",
@@ -333,9 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=8, help="even: each goes first as often")
     parser.add_argument("--threshold", type=float, default=0.20)
+    parser.add_argument(
+        "--again-rounds", type=int, default=None, help="the re-measure's (default: 2 x rounds)"
+    )
     parser.add_argument("--scenarios", default="", help="only these (comma-separated names)")
     parser.add_argument("--out", default=None, help="the report's path (default: results/)")
     args = parser.parse_args(argv)
+    args.again_rounds = args.again_rounds or 2 * args.rounds
     args.only = [s for s in SCENARIOS if not args.scenarios or s.name in args.scenarios.split(",")]
     base_path, base = checkout_of(baseline_commit(args.base))
     head_path, head = checkout_of(args.head)

@@ -33,9 +33,10 @@ from rpquery.db import Database, reading
 from rpquery.errors import TooComplex
 from rpquery.read.candidates import _collect, _render, allocation_candidates
 from rpquery.read.candidates._batches import Batch, select_roots
-from rpquery.read.candidates._execute import Loaded, fetch_names, fetch_sharing, load_groups
+from rpquery.read.candidates._execute import Loaded, fetch_names, load_groups
 from rpquery.read.candidates._render import _laid_out_json, requests_json
 from rpquery.read.candidates._search import SearchBudget
+from rpquery.read.candidates._sharing import fetch_sharing
 from rpquery.read.candidates._summaries import fetch_summaries
 from rpquery.read.request import CandidatesRequest, parse_candidates
 from rpquery.store import dialects

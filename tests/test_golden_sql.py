@@ -421,3 +421,19 @@ def test_summary_pass_reads_forbidden_trait_holders_once(dialect: Dialect) -> No
     assert "NOT (EXISTS (SELECT 1 FROM resource_provider_traits" in sql(
         q.group_rows_of(lean, Binds(values)), dialect
     )
+
+
+def test_a_batch_reads_its_own_sharing_pairs(dialect: Dialect) -> None:
+    """A ``limit``'s walk on SQLite: the names statement reads the classes of the pairs,
+    not the pairs; each batch reads its trees' pairs, the aggregates compared without
+    their index (SQLite otherwise walks every member of a sharing aggregate)."""
+    names = q.names_sharing_of(classes_only=True)
+    values = {"trait_names": ["CUSTOM_GPU"], "sharing_rc_names": ["DISK_GB"], "count_roots": 0}
+    text = sql(names.params(sharing_trait_name=q.SHARING_TRAIT, **values), dialect)
+    assert text.startswith("SELECT DISTINCT NULL AS name, CAST(NULL AS "), text
+    assert "tagg" not in text and "AS tp" not in text
+    assert "JOIN resource_provider_aggregates AS sagg ON sagg.resource_provider_id = " in text
+    binds = clauses.Binds({"sharing_trait": 5, "sharing_rcs": [2], "sharing_roots": [1, 7]})
+    text = sql(q.batch_sharing_of(binds), dialect)
+    assert "AS tagg ON tagg.aggregate_id + 0 = sagg.aggregate_id + 0 " in text
+    assert " AND tp.root_provider_id IN (" in text and text.endswith(")"), text

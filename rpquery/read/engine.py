@@ -42,13 +42,12 @@ from rpquery.read.candidates._batches import ROOT_IDS, Roots
 from rpquery.read.candidates._execute import (
     Loaded,
     NamesKey,
-    Sharing,
     fetch_names,
-    fetch_sharing,
     load_groups,
     names_key,
 )
 from rpquery.read.candidates._search import SearchBudget, SearchRules, plan_slots, search_anchor
+from rpquery.read.candidates._sharing import Sharing, fetch_sharing
 from rpquery.read.candidates._sql import group_filters, roots_in_aggregates_stmt, roots_stmt
 
 __all__ = [

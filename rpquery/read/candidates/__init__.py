@@ -52,7 +52,6 @@ from rpquery.read.candidates._batches import (
 from rpquery.read.candidates._execute import (
     Loaded,
     fetch_names,
-    fetch_names_sharing,
     load_groups,
     statements_for,
 )
@@ -74,6 +73,7 @@ from rpquery.read.candidates._search import (
     plan_slots,
     search_anchor,
 )
+from rpquery.read.candidates._sharing import fetch_names_sharing, pairs_per_batch
 from rpquery.read.candidates._spread import (
     DEFAULT_OPTIONS,
     CandidateOptions,
@@ -191,7 +191,6 @@ def _run(
 ) -> AllocationCandidates:
     every_candidate = any(p.needs_all_candidates for p in policies)
     how = search_plan(req.limit, options, randomize=req.randomize, every_candidate=every_candidate)
-    names, sharing = fetch_names_sharing(conn, req)
     searched_req = searched_request(req, how)
     stop = how.target
     found: list[RawCandidate] = []
@@ -202,6 +201,8 @@ def _run(
     if spreading is not None:
         key = (key, "spread")  # roots per candidate-giving root, not per candidate
     plan = Batches(stop, randomize=how.mode == "random", key=key, cloud=conn.engine.url)
+    # a walk in small batches may read each batch's sharing pairs, not the cloud's
+    names, sharing = fetch_names_sharing(conn, req, pairs_per_batch(conn, plan.first()))
     batch: Batch | None = plan.first()
     # every batch's inventory columns, while each batch's group statements read them
     # with their rows (else None: the summaries read theirs, or have the database write

@@ -1,6 +1,7 @@
-"""The read engine of allocation candidates: names and sharing pairs (one statement),
-then one statement per request group for a batch of anchor roots (:func:`load_groups`),
-their rows turned into the plain data the search needs (:class:`Loaded`).
+"""The read engine of allocation candidates: names and sharing pairs (one statement,
+:mod:`._sharing`), then one statement per request group for a batch of anchor roots
+(:func:`load_groups`), their rows turned into the plain data the search needs
+(:class:`Loaded`).
 
 The batches and their roots: :mod:`._batches`; the provider summaries:
 :mod:`._summaries`; statements sent on the driver: :mod:`rpquery.store.runner`.
@@ -24,11 +25,9 @@ from sqlalchemy.sql import Executable
 
 from rpquery.read._clauses import Binds, Ids, ids_param
 from rpquery.read._filters import FilterShape, filter_shape
-from rpquery.read._names import SHARING_TRAIT, names_found, resolve_names
+from rpquery.read._names import resolve_names
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._batches import (
-    _ROOT_COUNT,
-    ROOT_COUNT_AGE,
     ROOT_IDS,
     ROOT_RANGE,
     Batch,
@@ -38,6 +37,7 @@ from rpquery.read.candidates._batches import (
     roots_query,
 )
 from rpquery.read.candidates._search import Inventory, SearchData, SearchRules, Slot
+from rpquery.read.candidates._sharing import Sharing, batch_pairs, names_sharing_query
 from rpquery.read.request import CandidatesRequest, RequestGroup
 from rpquery.store import dialects
 from rpquery.store.runner import column_kinds, driver_rows, merged_rows, numbers
@@ -382,98 +382,6 @@ def _run_key(what: BatchStatement, values: dict[str, Any] | None) -> tuple[objec
     return (what, *((k, tuple(v) if isinstance(v, list) else v) for k, v in items))
 
 
-@dataclass(frozen=True)
-class Sharing:
-    """Which sharing providers share with which trees, and the requested classes they
-    have (trees need not hold those classes themselves)."""
-
-    shared_with: dict[int, set[int]]
-    rc_ids: frozenset[int]
-
-
-@functools.cache
-def _sharing(any_class: bool) -> sa.Select:
-    return q.sharing_of(Binds(), any_class=any_class)
-
-
-def _any_class(req: CandidatesRequest) -> bool:
-    """A resourceless group may stand on a sharing provider whatever classes it holds."""
-    return any(not g.resources for g in req.groups)
-
-
-def _sharing_query(req: CandidatesRequest, names: q.Names) -> tuple[sa.Select, dict[str, Any]]:
-    rc_ids = sorted(names.rc_ids[rc] for rc in req.resource_class_names())
-    return _sharing(_any_class(req)), {"sharing_trait": names.sharing_trait, "sharing_rcs": rc_ids}
-
-
-def fetch_names_sharing(conn: Connection, req: CandidatesRequest) -> tuple[q.Names, Sharing]:
-    """:func:`fetch_names` and :func:`fetch_sharing` in one statement
-    (:func:`rpquery.read.candidates._sql.names_sharing_of`), which also carries the
-    read's session settings where there are some
-    (:func:`rpquery.store.dialects.read_settings`): the first round trip of a request
-    is its only one before the anchor roots."""
-    rcs, trs = set(req.resource_class_names()), set(req.trait_names())
-    name = conn.dialect.name
-    fenced = dialects.backend(name).fences_sharing
-    cloud = conn.engine.url
-    count = _ROOT_COUNT.get(cloud, ROOT_COUNT_AGE) is None
-    stmt, params = _names_sharing_query(req, dialects.read_settings(name), fenced, count)
-    every_rc: dict[str, int] = {}
-    trait_ids: dict[str, int] = {}
-    shared_with: dict[int, set[int]] = defaultdict(set)
-    shared_rcs: set[int] = set()
-    # (its plan is the same for every request: PostgreSQL keeps it)
-    for name, ident, root, rc in driver_rows(conn, stmt, params, prepare=True):
-        if name is None:
-            if root is None:  # the roots' count (0 when not counted)
-                if count:
-                    _ROOT_COUNT.put(cloud, int(ident))
-                continue
-            shared_with[int(root)].add(int(ident))  # a sharing pair
-            if rc is not None:
-                shared_rcs.add(int(rc))
-        elif root is None:
-            every_rc[name] = int(ident)
-        else:
-            trait_ids[name] = int(ident)
-    names = names_found(rcs, trs, every_rc, trait_ids)
-    return names, Sharing(shared_with, frozenset(shared_rcs))
-
-
-def _names_sharing_query(
-    req: CandidatesRequest, settings: str | None, fenced: bool = False, count: bool = False
-) -> tuple[sa.CompoundSelect, dict[str, Any]]:
-    params = {
-        "trait_names": sorted({*req.trait_names(), SHARING_TRAIT}),
-        "sharing_trait_name": SHARING_TRAIT,
-        "sharing_rc_names": sorted(req.resource_class_names()),
-        "count_roots": int(count),
-    }
-    return _names_sharing_stmt(_any_class(req), settings, fenced), params
-
-
-@functools.lru_cache(maxsize=8)
-def _names_sharing_stmt(
-    any_class: bool, settings: str | None, fenced: bool = False
-) -> sa.CompoundSelect:
-    column = None if settings is None else sa.literal_column(settings, sa.String)
-    return q.names_sharing_of(any_class=any_class, settings=column, fenced=fenced)
-
-
-def fetch_sharing(conn: Connection, req: CandidatesRequest, names: q.Names) -> Sharing:
-    """Sharing pairs for the request's classes (one statement; none without sharing)."""
-    shared_with: dict[int, set[int]] = defaultdict(set)
-    rcs: set[int] = set()
-    if names.sharing_trait is None:
-        return Sharing(shared_with, frozenset())
-    stmt, params = _sharing_query(req, names)
-    for sharing_id, root, rc in conn.execute(stmt, params).all():
-        shared_with[int(root)].add(int(sharing_id))
-        if rc is not None:
-            rcs.add(int(rc))
-    return Sharing(shared_with, frozenset(rcs))
-
-
 def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
     """Roots in one of the unsuffixed group's forbidden aggregates: anchors nothing of
     that group may serve. As in Placement, a forbidden aggregate excludes a provider of
@@ -613,7 +521,8 @@ def load_groups(
     providers, and the parent links are not read (``Loaded.hopeless``; most random
     requests have no candidate: unmerged, they cost a statement each)."""
     scope = scope_key(roots.scope)
-    shared_with = _shared_with(roots, scope, sharing)
+    bound = roots.ids if isinstance(scope, BatchRoots) else None  # the batch's roots
+    shared_with = batch_pairs(conn, req, names, bound, sharing)
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
     shared = {"sharing_ids": sharing_ids, "sharing_exempt": sharing_ids}
     run = _Run(conn, names, scope, {**roots.params, **shared})
@@ -644,14 +553,6 @@ def load_groups(
         hopeless,
         col.summary_roots,
     )
-
-
-def _shared_with(roots: Roots, scope: ScopeKey, sharing: Sharing) -> dict[int, set[int]]:
-    """The sharing pairs of the batch's trees (all of them when the roots are not a
-    list of ids)."""
-    if roots.ids is not None and isinstance(scope, BatchRoots):
-        return {r: sharing.shared_with[r] for r in roots.ids if r in sharing.shared_with}
-    return sharing.shared_with
 
 
 def _rules(req: CandidatesRequest, col: _Collector) -> SearchRules:
@@ -737,7 +638,7 @@ def statements_for(req: CandidatesRequest, names: q.Names) -> list[Executable]:
     roots, roots_values, _ = roots_query(req, names, (), Batch())
     if roots is not None and batch.limit is None:
         out.append(roots.params(roots_values))
-    names_sharing, params = _names_sharing_query(req, None)
+    names_sharing, params = names_sharing_query(req, None)
     out.append(names_sharing.params(params))
     for g in req.groups:
         what, values = group_statement(g, names)
