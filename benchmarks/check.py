@@ -1,10 +1,11 @@
 """``make bench-check``: the performance regression guard (issue 34, item 3).
 
-A fixed set of scenarios (:data:`SCENARIOS`: ``limit=10``, ``limit=1000``, the whole
-cloud, sharing, granular, never-seen request shapes, usages, claims) is timed on the same
-machine for two versions of rpquery at once: the *baseline* (``--base``, ``BASE=<sha>``;
-default: the commit named in ``benchmarks/baseline.txt``) and the *head* (``--head``,
-``HEAD=<sha>``; default: this working tree, uncommitted changes included). A commit is
+A fixed set of scenarios (:data:`SCENARIOS`: ``limit=10``, ``limit=1000``, a ``DISK_GB``
+``limit=10`` (sharing providers offer disk), the whole cloud, sharing, granular,
+never-seen request shapes, usages, claims) is timed on the same machine for two
+versions of rpquery at once: the *baseline* (``--base``, ``BASE=<sha>``; default: the
+commit named in ``benchmarks/baseline.txt``) and the *head* (``--head``, ``HEAD=<sha>``;
+default: this working tree, uncommitted changes included). A commit is
 checked out as a git worktree (``/tmp/rpq-check-<sha>``, kept for the next run) and each
 version runs in its own process (:mod:`benchmarks.check_worker`, that checkout first on
 ``PYTHONPATH``), on the same scratch databases, loaded once by the head's generator.
@@ -85,6 +86,7 @@ class Scenario:
 SCENARIOS = (
     Scenario("limit10", "candidates", 15, FORBID_GPU + "&limit=10"),
     Scenario("limit1000", "candidates", 5, "resources=VCPU:1,MEMORY_MB:512&limit=1000"),
+    Scenario("disk10", "candidates", 15, "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&limit=10"),
     Scenario("whole", "candidates", 3, FORBID_GPU),
     Scenario("sharing", "candidates", 3, SHARING),
     Scenario("granular", "candidates", 5, GRANULAR),
