@@ -25,6 +25,7 @@ serves every group of the same shape:
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -236,6 +237,23 @@ _INDEX = {f.field: i for i, f in enumerate(GROUP_FILTERS)}
 (TREE_WIDE,) = (f for f in GROUP_FILTERS if f.tree_wide)
 
 
+_FIELDS = operator.attrgetter(*(f.field for f in GROUP_FILTERS))
+
+
+_SETS = tuple(f.sets for f in GROUP_FILTERS)
+
+
+def filter_values(group: RequestGroup) -> tuple[Any, ...]:
+    """The values of ``group``'s filter fields, in the table's order."""
+    return _FIELDS(group)
+
+
+def given_counts(group: RequestGroup) -> tuple[int, ...]:
+    """:meth:`GroupFilter.given` of every filter, in the table's order."""
+    values = zip(_SETS, _FIELDS(group), strict=True)
+    return tuple(len(v) if sets else int(bool(v)) for sets, v in values)
+
+
 def ruled(group: RequestGroup, rule: str) -> Any:
     """The value of ``group``'s filter whose sharing rule is ``rule`` (:data:`OWN`,
     :data:`ANCHOR`, :data:`LOCAL`), ``None`` when the group has none."""
@@ -278,12 +296,21 @@ def filter_shape(
 ) -> tuple[FilterShape, dict[str, Any]]:
     """The shape of ``group``'s filters and their values, named with ``prefix``.
     Unknown forbidden traits drop out (no clause), as :meth:`Names.traits` does."""
-    bound = [f.bind(group, names) for f in GROUP_FILTERS]
-    shape = FilterShape(prefix, tuple(len(b) for b in bound))
+    # GroupFilter.bind and .names, inlined: this runs for every group of a request
+    counts = []
     values: dict[str, Any] = {}
-    for f, b in zip(GROUP_FILTERS, bound, strict=True):
-        values.update(zip(f.names(shape), b, strict=True))
-    return shape, values
+    for f in GROUP_FILTERS:
+        v = getattr(group, f.field)
+        if f.sets:
+            counts.append(len(v))
+            for i, s in enumerate(v):
+                values[f"{prefix}{f.field}{i}"] = f.value(s, names)
+        elif v and (bound := f.value(v, names)):
+            counts.append(1)
+            values[prefix + f.field] = bound
+        else:
+            counts.append(0)
+    return FilterShape(prefix, tuple(counts)), values
 
 
 def _applies(f: GroupFilter, n: int, with_required: bool) -> bool:

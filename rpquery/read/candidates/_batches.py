@@ -24,7 +24,7 @@ from sqlalchemy.sql import ColumnElement
 
 from rpquery.policies.base import HostPolicy
 from rpquery.read._clauses import Binds, ids_param
-from rpquery.read._filters import GROUP_FILTERS
+from rpquery.read._filters import filter_values, given_counts
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.request import CandidatesRequest, RequestGroup
@@ -42,7 +42,7 @@ EXCLUDE_IDS = ids_param("exclude_ids")
 def filters_key(g: RequestGroup) -> tuple[object, ...]:
     """What a group's statements depend on besides its amounts: two groups with equal
     keys and equal resources get the same rows (the suffix only names them)."""
-    return (g.is_granular, *(f.of(g) for f in GROUP_FILTERS))
+    return (g.is_granular, *filter_values(g))
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,7 @@ def _test_order(item: tuple[tuple[tuple[object, ...], str, int], RequestGroup]) 
     of each filter the group gives (:data:`~rpquery.read._filters.GROUP_FILTERS`'
     order), then class name, for a stable order of tests of equal shape."""
     (_, rc, _amount), g = item
-    return (g.is_granular, *(f.given(g) for f in GROUP_FILTERS), rc)
+    return (g.is_granular, *given_counts(g), rc)
 
 
 def roots_template(
