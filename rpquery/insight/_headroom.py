@@ -131,7 +131,7 @@ def single_group_sql(req: CandidatesRequest) -> bool:
     if len(req.groups) != 1:
         return False
     g = req.groups[0]
-    return g.is_granular or not g.required
+    return not engine.tree_wide_sets(g)
 
 
 #: Per host: its own units, and per sharing provider the units it offers. A unit map is
@@ -297,8 +297,9 @@ def _usable(
     never under ``in_tree``) and the host's root is in no forbidden aggregate (one more
     statement, with forbidden aggregates only). A provider without rows has no units."""
     blocked: set[int] = set()
-    if g.forbidden_aggs:
-        stmt = w.roots_in_aggregates_stmt(sorted(g.forbidden_aggs))
+    aggs = engine.ruled(g, engine.ANCHOR)  # forbidden aggregates
+    if aggs is not None:
+        stmt = w.roots_in_aggregates_stmt(sorted(aggs))
         blocked = {int(r) for r in conn.execute(stmt).scalars()}
 
     def usable(s: int, h: int) -> bool:

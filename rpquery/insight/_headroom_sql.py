@@ -111,11 +111,14 @@ def _sharing_scope(
         shape, engine.Binds(values), rp, with_required=False, root_covers=True, root_exempt=sharing
     )
     own: ColumnElement[bool] = sa.true()
-    if group.forbidden_aggs:
-        own = engine.not_in_aggregates(rp.c.root_provider_id, sorted(group.forbidden_aggs))
-    other: ColumnElement[bool] = sa.false() if group.in_tree is not None else sa.true()
-    if group.member_of and group.in_tree is None:
-        other = engine.in_every_aggregate_set(rp.c.id, [sorted(s) for s in group.member_of])
+    aggs = engine.ruled(group, engine.ANCHOR)  # forbidden aggregates
+    if aggs is not None:
+        own = engine.not_in_aggregates(rp.c.root_provider_id, sorted(aggs))
+    local = engine.ruled(group, engine.LOCAL) is not None  # in_tree
+    member_of = engine.ruled(group, engine.OWN)
+    other: ColumnElement[bool] = sa.false() if local else sa.true()
+    if member_of is not None and not local:
+        other = engine.in_every_aggregate_set(rp.c.id, [sorted(s) for s in member_of])
     value = sa.case((own, 1), else_=0) + sa.case((other, 2), else_=0)
     return filters, [sa.case((rp.c.id.in_(sharing), value)).label("scope")]
 

@@ -229,8 +229,8 @@ def _counted(
             detail = classes[index]
         elif code == "no_single_provider":
             detail = ",".join(classes)
-        elif code == "required_trait" and not g.is_granular:
-            detail = w.text_of(g.required[index])
+        elif code == w.TREE_WIDE_REASON and not g.is_granular:
+            detail = w.text_of(engine.tree_wide_sets(g)[index])
         else:
             detail = stages[index].detail
         key = (w.RANK[code], 0, index, code, g.suffix, detail)
@@ -339,17 +339,18 @@ def _group_verdicts(
     shared = sorted(set().union(*sharing.shared_with.values())) if sharing.shared_with else []
     rows: dict[int, dict[int, tuple[int, float | None, tuple[int, ...]]]] = defaultdict(dict)
     other: dict[int, dict[int, tuple[int, float | None, tuple[int, ...]]]] = defaultdict(dict)
-    nreq = 0 if g.is_granular else len(g.required)
+    nreq = len(engine.tree_wide_sets(g))
     for k, rc, level, room, *rest in driver_rows(conn, w.levels_stmt(g, names, shared), {}):
         rows[int(k)][int(rc)] = _level_row(level, room, rest[:nreq])
         if len(rest) > nreq and rest[nreq] is not None:  # a sharing provider, for other trees
             other[int(k)][int(rc)] = _level_row(rest[nreq], rest[nreq + 1], rest[nreq + 2 :])
     if w.splits_sharing(g, shared):
         blocked: frozenset[int] = frozenset()
-        if g.forbidden_aggs:
-            stmt = w.roots_in_aggregates_stmt(sorted(g.forbidden_aggs))
+        aggs = engine.ruled(g, engine.ANCHOR)  # forbidden aggregates
+        if aggs is not None:
+            stmt = w.roots_in_aggregates_stmt(sorted(aggs))
             blocked = frozenset(int(r) for r in conn.execute(stmt).scalars())
-        cap = next((i for i, s in enumerate(stages) if s.code == "forbidden_aggregate"), 0)
+        cap = next((i for i, s in enumerate(stages) if s.of and s.of.sharing == engine.ANCHOR), 0)
         seen = dataclasses.replace(seen, other=other, blocked=blocked, cap=cap)
     bare = [h for h in hosts if not _best(rows, seen, h)]
     bare_verdicts = _bare_verdicts(conn, g, gi, names, stages, bare)
@@ -390,11 +391,11 @@ def _bare_verdicts(
         code, index = w.decode(int(value))
         if code == "no_inventory":
             detail = classes[index]
-        elif code == "required_trait" and not g.is_granular:
-            detail = w.text_of(g.required[index])
+        elif code == w.TREE_WIDE_REASON and not g.is_granular:
+            detail = w.text_of(engine.tree_wide_sets(g)[index])
         else:
             detail = stages[index].detail
-        suffix = "" if code == "required_trait" and not g.is_granular else g.suffix
+        suffix = "" if code == w.TREE_WIDE_REASON and not g.is_granular else g.suffix
         out[int(host)] = (w.RANK[code], gi, index, code, suffix, detail)
     return out
 
@@ -415,14 +416,15 @@ def _host_verdict(
         elif got[0] < n + 2:
             code = "no_capacity" if got[0] == n else "unit_limits"
             found.append((w.RANK[code], gi, ci, code, g.suffix, rc))
-    if not g.is_granular and g.required and best:  # no inventory at all: no_inventory
-        have = [0] * len(g.required)
+    tree_wide = engine.tree_wide_sets(g)
+    if tree_wide and best:  # no inventory at all: no_inventory
+        have = [0] * len(tree_wide)
         for _, _, flags in best.values():
             have = [max(a, b) for a, b in zip(have, flags, strict=True)]
-        for i, any_of in enumerate(g.required):
+        code = w.TREE_WIDE_REASON
+        for i, any_of in enumerate(tree_wide):
             if not have[i]:
-                text = w.text_of(any_of)
-                found.append((w.RANK["required_trait"], gi, i, "required_trait", "", text))
+                found.append((w.RANK[code], gi, i, code, "", w.text_of(any_of)))
     if found:
         return min(found)
     single = best.get(-1)
@@ -458,7 +460,7 @@ def _search(
     relaxed = [
         ("group_policy_isolate", "isolate", dataclasses.replace(rules, isolate=False)),
         ("same_subtree", "", dataclasses.replace(rules, isolate=False, same_subtree=())),
-        ("required_trait", "", engine.SearchRules(flags=rules.flags)),
+        (w.TREE_WIDE_REASON, "", engine.SearchRules(flags=rules.flags)),
     ]
     fit = [h for h in survivors if _has_candidate(loaded, h, rules, budget)]
     for h in sorted(set(survivors) - set(fit)):
@@ -474,8 +476,7 @@ def _search(
 def _subtrees(req: CandidatesRequest, code: str) -> str:
     if code == "same_subtree":
         return "&".join(",".join(s) for s in req.same_subtree)
-    unsuffixed = [g for g in req.groups if not g.is_granular]
-    return "&".join(w.text_of(s) for g in unsuffixed for s in g.required)
+    return "&".join(w.text_of(s) for g in req.groups for s in engine.tree_wide_sets(g))
 
 
 def _has_candidate(

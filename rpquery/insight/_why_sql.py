@@ -51,13 +51,10 @@ from rpquery.read.request import RequestGroup
 from rpquery.store import dialects
 from rpquery.store.tables import inventories, resource_provider_traits, resource_providers
 
-#: Reason codes in the order the filters apply (a host counts under its first).
+#: Reason codes in the order the filters apply (a host counts under its first): the
+#: per-group filters' (:data:`rpquery.read.engine.TOLD_FILTERS`), then the others.
 REASONS = (
-    "in_tree",
-    "member_of",
-    "forbidden_aggregate",
-    "required_trait",
-    "forbidden_trait",
+    *(f.reason for f in engine.TOLD_FILTERS),
     "no_inventory",
     "no_capacity",
     "unit_limits",
@@ -69,16 +66,22 @@ REASONS = (
     "policy",
 )
 RANK = {code: i for i, code in enumerate(REASONS)}
+#: The reason of a set of the unsuffixed group's collective (tree-wide) filter that no
+#: provider of a tree has: ``required_trait``.
+TREE_WIDE_REASON = engine.TREE_WIDE.reason
 
 
 @dataclass(frozen=True)
 class Stage:
     """One per-provider filter of a group: its reason code, what it asks for (a class,
-    trait set or aggregate set as text) and the clause a provider must pass."""
+    trait set or aggregate set as text) and the clause a provider must pass; ``of``:
+    the filter's ``value`` in a group of that stage alone (``None``: no filter)."""
 
     code: str
     detail: str
     clause: ColumnElement[bool]
+    of: engine.GroupFilter | None = None
+    value: Any = None
 
 
 def text_of(names: Sequence[str] | frozenset[str]) -> str:
@@ -89,13 +92,14 @@ def _filter(
     group: RequestGroup,
     names: engine.Names,
     rp: FromClause,
-    root_covers: bool | None = None,
-    **only: Any,
+    root_covers: bool | None,
+    f: engine.GroupFilter,
+    value: Any,
 ) -> Any:
-    """The candidate query's clauses for one of ``group``'s filters
+    """The candidate query's clauses for one of ``group``'s filters, ``f`` of ``value``
     (:func:`rpquery.read.candidates._sql.group_filters` of a group with only that filter;
     ``root_covers=False``: the provider's own aggregates only)."""
-    one = RequestGroup(suffix=group.suffix, **only)
+    one = RequestGroup(suffix=group.suffix, **{f.field: value})
     return sa.and_(
         sa.true(),
         *engine.provider_filters(
@@ -104,31 +108,30 @@ def _filter(
     )
 
 
+def _details(f: engine.GroupFilter, value: Any) -> list[tuple[str, Any]]:
+    """The stages of filter ``f`` of ``value``: (what it asks for as text, the value
+    of a group with only that stage). One stage per set of a ``per_set`` filter."""
+    if f.per_set:
+        return [(text_of(s), (s,)) for s in value]
+    if f.sets:
+        return [("&".join("in:" + text_of(s) for s in value), value)]
+    return [(value if f.scalar else text_of(value), value)]
+
+
 def filter_stages(group: RequestGroup, names: engine.Names, rp: FromClause) -> list[Stage]:
-    """The group's per-provider filters in the order reasons are told: tree, aggregates,
-    forbidden aggregates, required trait sets (granular groups: per provider; the
-    unsuffixed group's are collective, see :func:`rows_cte`), forbidden traits."""
+    """The group's per-provider filters in the order reasons are told
+    (:data:`rpquery.read.engine.TOLD_FILTERS`: tree, aggregates, forbidden aggregates,
+    required trait sets, forbidden traits), those the candidate query has: the
+    unsuffixed group's required sets are collective (``tree_wide``, see
+    :func:`rows_cte`), unknown forbidden traits drop out."""
+    shape, _ = engine.filter_shape(group, names, "")
     out: list[Stage] = []
-    if group.in_tree is not None:
-        out.append(
-            Stage("in_tree", group.in_tree, _filter(group, names, rp, in_tree=group.in_tree))
-        )
-    if group.member_of:
-        detail = "&".join("in:" + text_of(s) for s in group.member_of)
-        out.append(
-            Stage("member_of", detail, _filter(group, names, rp, member_of=group.member_of))
-        )
-    if group.forbidden_aggs:
-        clause = _filter(group, names, rp, forbidden_aggs=group.forbidden_aggs)
-        out.append(Stage("forbidden_aggregate", text_of(group.forbidden_aggs), clause))
-    if group.is_granular:
-        for s in group.required:
-            out.append(
-                Stage("required_trait", text_of(s), _filter(group, names, rp, required=(s,)))
-            )
-    if names.traits(group.forbidden):
-        clause = _filter(group, names, rp, forbidden=group.forbidden)
-        out.append(Stage("forbidden_trait", text_of(group.forbidden), clause))
+    for f in engine.TOLD_FILTERS:
+        if not shape.count(f) or (f.tree_wide and not group.is_granular):
+            continue
+        for detail, value in _details(f, f.of(group)):
+            clause = _filter(group, names, rp, None, f, value)
+            out.append(Stage(f.reason, detail, clause, f, value))
     return out
 
 
@@ -139,7 +142,7 @@ def splits_sharing(group: RequestGroup, sharing_ids: engine.Ids) -> bool:
     :func:`other_tree_clauses`)."""
     if group.is_granular or not (isinstance(sharing_ids, BindParameter) or sharing_ids):
         return False
-    return bool(group.member_of or group.forbidden_aggs or group.in_tree is not None)
+    return any(f.sharing is not None and f.given(group) for f in engine.GROUP_FILTERS)
 
 
 def other_tree_clauses(
@@ -153,13 +156,13 @@ def other_tree_clauses(
     ``in_tree`` never (it fixes the anchor: a sharing provider in that tree serves it
     alone)."""
     out: dict[str, ColumnElement[bool]] = {}
-    if group.in_tree is not None:
-        out["in_tree"] = sa.false()
-    if group.member_of:
-        out["member_of"] = _filter(group, names, rp, False, member_of=group.member_of)
-    if group.forbidden_aggs:
-        aggs = group.forbidden_aggs
-        out["forbidden_aggregate"] = _filter(group, names, rp, False, forbidden_aggs=aggs)
+    for f in engine.TOLD_FILTERS:
+        if f.sharing is None or not f.given(group):
+            continue
+        if f.sharing == engine.LOCAL:
+            out[f.reason] = sa.false()
+        else:  # OWN, ANCHOR: its own aggregates
+            out[f.reason] = _filter(group, names, rp, False, f, f.of(group))
     return out
 
 
@@ -172,7 +175,7 @@ def roots_in_aggregates_stmt(agg_uuids: Sequence[str]) -> Select:
 
 def _pre_required(stages: Sequence[Stage]) -> int:
     """How many stages come before the required traits (tree and aggregates)."""
-    return sum(1 for s in stages if RANK[s.code] < RANK["required_trait"])
+    return sum(1 for s in stages if RANK[s.code] < RANK[TREE_WIDE_REASON])
 
 
 def _level(
@@ -217,25 +220,21 @@ def _joined_traits(
     the trait stages' clauses replaced, and the unsuffixed group's required sets (a
     provider has one of set ``i``)."""
     out: list[Stage] = []
-    required = iter(group.required)
     for i, s in enumerate(stages):
-        if s.code == "forbidden_trait":
-            has = having_any_trait(names.traits(group.forbidden), f"t{i}")
-            clause = has.c.resource_provider_id.is_(None)
-        elif s.code == "required_trait":
-            has = having_any_trait(names.traits(next(required)), f"t{i}")
-            clause = has.c.resource_provider_id.is_not(None)
-        else:
+        if s.of is None or s.of.holders is None:
             out.append(s)
             continue
+        (trait_ids,) = s.of.bind(RequestGroup(**{s.of.field: s.value}), names)
+        has = having_any_trait(trait_ids, f"t{i}")
+        held = has.c.resource_provider_id
+        clause = held.is_not(None) if s.of.holders else held.is_(None)
         joined = joined.outerjoin(has, has.c.resource_provider_id == rp_id)
         out.append(Stage(s.code, s.detail, clause))
     flags: list[ColumnElement[bool]] = []
-    if not group.is_granular:
-        for j, any_of in enumerate(group.required):
-            has = having_any_trait(names.traits(any_of), f"q{j}")
-            joined = joined.outerjoin(has, has.c.resource_provider_id == rp_id)
-            flags.append(has.c.resource_provider_id.is_not(None))
+    for j, any_of in enumerate(engine.tree_wide_sets(group)):
+        has = having_any_trait(engine.TREE_WIDE.value(any_of, names), f"q{j}")
+        joined = joined.outerjoin(has, has.c.resource_provider_id == rp_id)
+        flags.append(has.c.resource_provider_id.is_not(None))
     return joined, out, flags
 
 
@@ -301,7 +300,7 @@ def levels_stmt(group: RequestGroup, names: engine.Names, sharing_ids: engine.Id
     sharing provider's row also has the level, free amount and flags it reaches serving
     another tree (``olevel, ofree, oreq_0 ...``; ``NULL`` for the hosts' rows)."""
     r, n = rows_cte(group, names, sharing_ids)
-    nreq = 0 if group.is_granular else len(group.required)
+    nreq = len(engine.tree_wide_sets(group))
     free = sa.func.max(sa.case((r.c.level >= n, r.c.free)))
     other: list[Any] = []
     if splits_sharing(group, sharing_ids):
@@ -414,7 +413,7 @@ def _bare_value(
     else ``no_inventory`` of the first class (:func:`encode`). ``None`` when the group
     has no filter: such a host is ``no_inventory`` whatever its providers are."""
     stages = filter_stages(group, names, p)
-    required = [] if group.is_granular else list(group.required)
+    required = engine.tree_wide_sets(group)
     if not stages and not required:
         return None
     n = len(stages)
@@ -431,9 +430,10 @@ def _bare_value(
     ]
     pre = _pre_required(stages)
     for i, any_of in enumerate(required):
-        has = sa.and_(level >= pre, engine.has_any_trait(p.c.id, names.traits(any_of)))
+        trait_ids = engine.TREE_WIDE.value(any_of, names)
+        has = sa.and_(level >= pre, engine.has_any_trait(p.c.id, trait_ids))
         flag = sa.func.max(sa.case((has, 1), else_=0))
-        parts.append(sa.case((flag == 0, encode("required_trait", i)), else_=PASS))
+        parts.append(sa.case((flag == 0, encode(TREE_WIDE_REASON, i)), else_=PASS))
     return parts[0] if len(parts) == 1 else dialects.least(*parts)
 
 
@@ -476,11 +476,12 @@ def counted_stmt(
     stages = filter_stages(group, names, resource_providers.alias("rp"))
     classes = sorted(group.resources)
     rc_ids = [names.rc_ids[rc] for rc in classes]
-    nreq = 0 if group.is_granular else len(group.required)
+    nreq = len(engine.tree_wide_sets(group))
     ph = _per_host(r, n, rc_ids, nreq)
     parts = [_class_verdict(ph.c[f"l{i}"], stages, i, n) for i in range(len(rc_ids))]
     parts += [
-        sa.case((ph.c[f"q{i}"] == 0, encode("required_trait", i)), else_=PASS) for i in range(nreq)
+        sa.case((ph.c[f"q{i}"] == 0, encode(TREE_WIDE_REASON, i)), else_=PASS)
+        for i in range(nreq)
     ]
     verdict: ColumnElement[int] = parts[0] if len(parts) == 1 else dialects.least(*parts)
     p = resource_providers.alias("p")

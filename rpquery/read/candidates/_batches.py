@@ -24,6 +24,7 @@ from sqlalchemy.sql import ColumnElement
 
 from rpquery.policies.base import HostPolicy
 from rpquery.read._clauses import Binds, ids_param
+from rpquery.read._filters import filter_values, given_counts
 from rpquery.read._policies import where_clauses
 from rpquery.read.candidates import _sql as q
 from rpquery.read.request import CandidatesRequest, RequestGroup
@@ -41,7 +42,7 @@ EXCLUDE_IDS = ids_param("exclude_ids")
 def filters_key(g: RequestGroup) -> tuple[object, ...]:
     """What a group's statements depend on besides its amounts: two groups with equal
     keys and equal resources get the same rows (the suffix only names them)."""
-    return (g.is_granular, g.required, g.forbidden, g.member_of, g.forbidden_aggs, g.in_tree)
+    return (g.is_granular, *filter_values(g))
 
 
 @dataclass(frozen=True)
@@ -339,11 +340,11 @@ def roots_shape(
 
 
 def _test_order(item: tuple[tuple[tuple[object, ...], str, int], RequestGroup]) -> tuple[Any, ...]:
-    """Orders *could serve* tests by their shape alone (then class name, for a stable
-    order of tests of equal shape)."""
+    """Orders *could serve* tests by their shape alone: granular or not, then how many
+    of each filter the group gives (:data:`~rpquery.read._filters.GROUP_FILTERS`'
+    order), then class name, for a stable order of tests of equal shape."""
     (_, rc, _amount), g = item
-    shape = (g.is_granular, bool(g.forbidden), len(g.required), len(g.member_of))
-    return (*shape, bool(g.forbidden_aggs), g.in_tree is not None, rc)
+    return (g.is_granular, *given_counts(g), rc)
 
 
 def roots_template(

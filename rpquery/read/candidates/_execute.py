@@ -24,7 +24,16 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
 
 from rpquery.read._clauses import Binds, Ids, ids_param
-from rpquery.read._filters import FilterShape, filter_shape
+from rpquery.read._filters import (
+    ANCHOR,
+    GROUP_FILTERS,
+    LOCAL,
+    OWN,
+    FilterShape,
+    filter_shape,
+    ruled,
+    tree_wide_sets,
+)
 from rpquery.read._names import resolve_names
 from rpquery.read.candidates import _sql as q
 from rpquery.read.candidates._batches import (
@@ -226,15 +235,17 @@ def _sharing_ids(scope: q.RootScope) -> Ids:
 @dataclass(frozen=True)
 class GroupRows:
     """A group with resources: its providers with room for each amount
-    (:func:`rpquery.read.candidates._sql.group_rows_of`). With forbidden aggregates
-    in the unsuffixed group, the bound sharing providers are exempt from their root's
-    (see :func:`_blocked_anchors`)."""
+    (:func:`rpquery.read.candidates._sql.group_rows_of`). With a filter of the
+    :data:`~rpquery.read._filters.ANCHOR` rule (forbidden aggregates) in the unsuffixed
+    group, the bound sharing providers are exempt from their root's (see
+    :func:`_blocked_anchors`)."""
 
     shape: q.GroupShape
 
     def build(self, scope: q.RootScope) -> sa.Select:
         shape = self.shape
-        exempt = SHARING_EXEMPT if not shape.granular and shape.filters.forbidden_aggs else None
+        anchored = any(shape.filters.count(f) for f in GROUP_FILTERS if f.sharing == ANCHOR)
+        exempt = SHARING_EXEMPT if not shape.granular and anchored else None
         return q.group_rows_of(shape, Binds(), scope, _sharing_ids(scope), exempt)
 
 
@@ -279,7 +290,7 @@ def group_statement(
             assert not room and carries_summary(g), g
             shape = dataclasses.replace(shape, room=False, summary=True)
         elif not room:
-            flags = not g.is_granular and g.required
+            flags = bool(tree_wide_sets(g))
             grouped = grouped and not flags and len(g.resources) > 1
             shape = dataclasses.replace(shape, room=False, grouped=grouped)
         return GroupRows(shape), values
@@ -290,18 +301,18 @@ def group_statement(
 def carries_summary(g: RequestGroup) -> bool:
     """Whether ``g``'s statement can also read the provider summaries' inventory rows
     (:class:`~rpquery.read.candidates._sql.GroupShape` ``summary``): a group with
-    resources and no any-of trait flags (granular, or without ``required``), and no
-    ``member_of`` or ``in_tree``. Those pick some trees by an index; reading every
+    resources and no any-of trait flags (granular, or without ``required``: the
+    ``tree_wide`` filter), and no filter that ``picks_trees`` (``member_of``,
+    ``in_tree``). Those pick some trees by an index; reading every
     inventory of the cloud instead, with the filter only in the ``fits`` flag, cost
     the sharing request of the bench cloud (``DISK_GB`` and ``member_of`` its sharing
     aggregate: 185 candidates of 1,000 hosts) 4,036 rows for 229 (SQLite, 11 -> 69 ms
     a request since 64cc4c7)."""
-    return (
-        bool(g.resources)
-        and (g.is_granular or not g.required)
-        and not g.member_of
-        and g.in_tree is None
-    )
+    picks = any(f.given(g) for f in _PICKS_TREES)
+    return bool(g.resources) and not tree_wide_sets(g) and not picks
+
+
+_PICKS_TREES = tuple(f for f in GROUP_FILTERS if f.picks_trees)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -394,9 +405,10 @@ def _blocked_anchors(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[i
     nor any other's: a child sharing provider whose root is in the aggregate serves
     only other trees. One statement, only with forbidden aggregates and sharing
     providers in play (without them the group statement has excluded everything)."""
-    if g.is_granular or not g.forbidden_aggs or not col.shared_with:
+    aggs = ruled(g, ANCHOR)  # forbidden aggregates
+    if g.is_granular or aggs is None or not col.shared_with:
         return frozenset()
-    rows = driver_rows(run.conn, _roots_in(), {"roots_in": sorted(g.forbidden_aggs)})
+    rows = driver_rows(run.conn, _roots_in(), {"roots_in": sorted(aggs)})
     return frozenset(int(root) for (root,) in rows)
 
 
@@ -415,14 +427,15 @@ def _local_only(run: _Run, g: RequestGroup, col: _Collector) -> frozenset[int]:
     if g.is_granular or not col.shared_with:
         return frozenset()
     sharing = frozenset().union(*col.shared_with.values())
-    if g.in_tree is not None:
+    if ruled(g, LOCAL) is not None:  # in_tree
         return sharing
-    if not g.member_of:
+    member_of = ruled(g, OWN)
+    if member_of is None:
         return frozenset()
     params: dict[str, Any] = {"local_ids": sorted(sharing)}
-    params.update({f"local_member_of{i}": sorted(s) for i, s in enumerate(g.member_of)})
+    params.update({f"local_member_of{i}": sorted(s) for i, s in enumerate(member_of)})
     return frozenset(
-        int(rp) for (rp,) in driver_rows(run.conn, _local_sharing_stmt(len(g.member_of)), params)
+        int(rp) for (rp,) in driver_rows(run.conn, _local_sharing_stmt(len(member_of)), params)
     )
 
 
@@ -468,7 +481,7 @@ def _group_slots(
         col.add_local(found)
         # the anchor tree's own providers and the sharing providers sharing with it
         return [Slot(g.suffix, "resourceless", (), col.choices(found))]
-    n_flags = 0 if g.is_granular else len(g.required)
+    n_flags = len(tree_wide_sets(g))
     assert isinstance(what, GroupRows)
     if what.shape.grouped:
         bits = [values[what.shape.name("rc", i)] for i in range(what.shape.resources)]
@@ -560,7 +573,7 @@ def _rules(req: CandidatesRequest, col: _Collector) -> SearchRules:
     return SearchRules(
         isolate=req.group_policy == "isolate",
         same_subtree=tuple(frozenset(s) for s in req.same_subtree),
-        required_sets=len(unsuffixed[0].required) if unsuffixed else 0,
+        required_sets=len(tree_wide_sets(unsuffixed[0])) if unsuffixed else 0,
         flags=col.flags,
     )
 

@@ -32,7 +32,13 @@ from sqlalchemy.sql.elements import BindParameter
 from rpquery.read import _clauses as clauses
 from rpquery.read._clauses import Binds, Ids, Uuids
 from rpquery.read._clauses import id_list as _ids
-from rpquery.read._filters import FilterShape, filter_shape, provider_filters, shape_filters
+from rpquery.read._filters import (
+    TREE_WIDE,
+    FilterShape,
+    filter_shape,
+    provider_filters,
+    shape_filters,
+)
 from rpquery.read._names import SHARING_TRAIT as SHARING_TRAIT  # re-exported
 from rpquery.read._names import Names
 from rpquery.read.request import RequestGroup
@@ -240,10 +246,10 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
     bound = binds.values is None
     prefix = shape.filters.prefix
     flags = []
-    if not shape.granular:
+    if not shape.granular:  # the tree-wide filter's sets: one any-of flag column each
         flags = [
-            _bound(prefix, "flag", i) if bound else _flag(binds.many(shape.name("required", i)), i)
-            for i in range(shape.filters.required)
+            _bound(prefix, "flag", i) if bound else _flag(binds.many(name), i)
+            for i, name in enumerate(TREE_WIDE.names(shape.filters))
         ]
     room = _bound("", "room", 0) if bound else _room()
     columns: tuple[ColumnElement[Any], ...] = (
@@ -264,11 +270,9 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
         with_required=shape.granular,
         root_covers=not shape.granular,
         root_exempt=root_exempt,
+        # every inventory row: e.g. the forbidden traits' holders read once, not per row
+        whole_tables=shape.summary,
     )
-    if shape.summary and shape.filters.forbidden:
-        # every inventory row: the forbidden traits' holders read once, not per row
-        forbidden = clauses.forbidden_once(rp.c.id, binds.many(shape.name("forbidden")))
-        filters = [forbidden, *filters[1:]]
     where: tuple[ColumnElement[bool], ...] = (
         _bound(prefix, "rcs", 0) if bound else _in_rcs(binds.many(shape.name("rcs"))),
         _bound(prefix, "fits", shape.resources)
@@ -319,9 +323,9 @@ def _bound(prefix: str, kind: str, n: int) -> Any:
     field: the ``n``th trait flag, the room columns, the classes mask of ``n`` classes,
     the class list, the capacity test of ``n`` classes."""
     binds = Binds()
-    like = GroupShape(False, n, FilterShape(prefix, False, 0, 0, False, False))
+    like = GroupShape(False, n, FilterShape.only(prefix))
     if kind == "flag":
-        return _flag(binds.many(like.name("required", n)), n)
+        return _flag(binds.many(like.name(TREE_WIDE.field, n)), n)
     if kind == "room":
         return _room()
     if kind == "classes":
