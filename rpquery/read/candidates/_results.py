@@ -301,10 +301,12 @@ class SummaryRows:
         columns = columns or [()] * 6
         written = columns.pop(5) if len(columns) == 7 else None
         sets: dict[str, frozenset[str]] = {}
+        name_of = trait_names.get
         for text in set(columns[5]):
             if text is not None:
-                found = (trait_names.get(int(t)) for t in text.split(","))
-                sets[text] = frozenset(name for name in found if name is not None)
+                found = set(map(name_of, map(int, text.split(","))))
+                found.discard(None)
+                sets[text] = frozenset(found)  # type: ignore[arg-type]
         if inventory_rows is None:
             assert inventory_columns is not None
             inventory = list(inventory_columns)
