@@ -4,6 +4,7 @@ and never paused for good while a server's requests overlap without a gap."""
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import orjson
@@ -42,14 +43,53 @@ def test_pause_is_reentrant_and_restores_the_collector() -> None:
     assert gc.isenabled()
 
 
+def _pause_in_another_thread() -> None:
+    thread = threading.Thread(target=_pause)
+    thread.start()
+    thread.join()
+
+
+def _pause() -> None:
+    with paused_gc():
+        pass
+
+
 def test_overlapping_pauses_collect_past_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_results, "GC_PAUSE_LIMIT", 0.0)
-    with paused_gc():  # a request that stays inside (another thread, in a server)
+    with paused_gc():  # a request that stays inside
         garbage = _cyclic_garbage()
-        with paused_gc():
-            pass  # the overlapping request leaves past the limit: it collects
+        _pause_in_another_thread()  # an overlapping request leaves past the limit: it collects
         assert garbage() is None
         assert not gc.isenabled()  # the pause goes on for the one still inside
+    assert gc.isenabled()
+
+
+def test_a_nested_pause_does_not_collect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pause inside the same thread's pause (the body written while the answer is
+    alive) leaves without collecting, even past the limit; the outermost then does
+    while another thread is still inside."""
+    monkeypatch.setattr(_results, "GC_PAUSE_LIMIT", 0.0)
+    inside, leave = threading.Event(), threading.Event()
+
+    def stay() -> None:
+        with paused_gc():
+            inside.set()
+            leave.wait(10)
+
+    other = threading.Thread(target=stay)
+    other.start()
+    inside.wait(10)
+    try:
+        with paused_gc():
+            garbage = _cyclic_garbage()
+            with paused_gc():
+                pass
+            assert garbage() is not None  # nested: its caller still holds its answer
+        assert garbage() is None  # outermost, the other thread inside: it collected
+        assert not gc.isenabled()
+    finally:
+        leave.set()
+        other.join()
     assert gc.isenabled()
 
 
@@ -57,8 +97,7 @@ def test_overlapping_pauses_within_it_do_not_collect(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(_results, "GC_PAUSE_LIMIT", 3600.0)
     with paused_gc():
         garbage = _cyclic_garbage()
-        with paused_gc():
-            pass
+        _pause_in_another_thread()
         assert garbage() is not None  # nothing collected while paused
     gc.collect()
     assert garbage() is None
@@ -69,8 +108,7 @@ def test_a_collector_the_caller_disabled_stays_off(monkeypatch: pytest.MonkeyPat
     gc.disable()
     with paused_gc():
         garbage = _cyclic_garbage()
-        with paused_gc():
-            pass
+        _pause_in_another_thread()
         assert garbage() is not None  # the application turned it off: not ours to run
     assert not gc.isenabled()
     gc.collect()

@@ -397,18 +397,57 @@ def resources_texts(
     pieces: dict[int, list[str]] = {}
     for rp, rc, capacity, used in zip(*inventory, strict=True):
         # one text per (class, capacity, used): they repeat across hosts of a kind
-        # (19,114 inventories, 1,086 distinct at 5,000 hosts)
+        # (19,114 inventories, 1,086 distinct at 5,000 hosts), and across requests
         piece = written.get((rc, capacity, used))
         if piece is None:
-            piece = written[(rc, capacity, used)] = (
-                f'{keys[rc]}:{{"capacity":{int(capacity)},"used":{int(used)}}}'
-            )
+            piece = written[(rc, capacity, used)] = _piece(keys[rc], capacity, used)
         found = pieces.get(rp)
         if found is None:
             pieces[rp] = [piece]
         else:
             found.append(piece)
     return {rp: "{" + ",".join(found) + "}" for rp, found in pieces.items()}
+
+
+#: At most this many texts in each cache of :func:`_piece` and :func:`_trait_list`
+#: (emptied when full); a 5,000-host cloud has ~1,100 distinct pieces, ~400 trait sets
+TEXT_CACHE_SIZE = 16384
+_PIECES: dict[tuple[str, Any, Any], str] = {}
+_TRAIT_LISTS: dict[tuple[frozenset[str], TraitKey | None], str] = {}
+
+
+def _piece(key: str, capacity: Any, used: Any) -> str:
+    """``"VCPU":{"capacity":8,"used":2}`` for the JSON-quoted class name ``key``, from a
+    cache shared by requests: the text depends only on ``key``, ``int(capacity)`` and
+    ``int(used)``, and values that compare equal (``8.0``, ``8``, ``Decimal(8)``) have
+    the same ``int()``.
+
+    >>> _piece('"VCPU"', 8.0, 2)
+    '"VCPU":{"capacity":8,"used":2}'
+    """
+    cache_key = (key, capacity, used)
+    found = _PIECES.get(cache_key)
+    if found is None:
+        if len(_PIECES) >= TEXT_CACHE_SIZE:
+            _PIECES.clear()
+        found = _PIECES[cache_key] = f'{key}:{{"capacity":{int(capacity)},"used":{int(used)}}}'
+    return found
+
+
+def _trait_list(names: frozenset[str], trait_key: TraitKey | None) -> str:
+    """``names`` as a JSON list in ``trait_key`` order (default: by name), from a cache
+    shared by requests (the same sets recur: one per kind of provider).
+
+    >>> _trait_list(frozenset({"B", "A"}), None)
+    '["A","B"]'
+    """
+    cache_key = (names, trait_key)
+    found = _TRAIT_LISTS.get(cache_key)
+    if found is None:
+        if len(_TRAIT_LISTS) >= TEXT_CACHE_SIZE:
+            _TRAIT_LISTS.clear()
+        found = _TRAIT_LISTS[cache_key] = orjson.dumps(sorted(names, key=trait_key)).decode()
+    return found
 
 
 def summaries_json(rows: SummaryRows, trait_key: TraitKey | None) -> str:
@@ -429,8 +468,7 @@ def summaries_json(rows: SummaryRows, trait_key: TraitKey | None) -> str:
     """
     _ids, uuids, _names, parents, roots, trait_texts = rows.providers
     listed: dict[str | None, str] = {
-        text: orjson.dumps(sorted(names, key=trait_key)).decode()
-        for text, names in rows.trait_sets.items()
+        text: _trait_list(names, trait_key) for text, names in rows.trait_sets.items()
     }
     listed[None] = "[]"
     uuid_by_id = rows.uuid_by_id
