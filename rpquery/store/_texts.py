@@ -93,9 +93,12 @@ _PARTS_SIZE = 2048
 
 
 class PartStats:
-    """How many parts were compiled (read by ``benchmarks.shapes`` and the tests)."""
+    """How many parts were compiled, and how many SQLAlchemy cache keys were generated
+    to find a part (a part not found by the identity of its objects), read by
+    ``benchmarks.shapes`` and the tests."""
 
     compiled = 0
+    keyed = 0
 
 
 def _part(
@@ -104,6 +107,7 @@ def _part(
     """``skeleton`` compiled (once per cache key and dialect) and the values of its
     anonymous parameters in this instance."""
     key = skeleton._generate_cache_key()
+    PartStats.keyed += 1
     if key is None:
         raise _Unsupported(skeleton)
     cache_key = (key.key, dialect)
