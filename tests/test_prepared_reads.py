@@ -1,16 +1,20 @@
 """Plans the server keeps (issue 18, item 5): allocation candidates' names statement is
 prepared on PostgreSQL whatever the request (one text for any number of names,
 :class:`~rpquery.store.dialects.in_name_list`), and on a small cloud a statement text
-sent a second time is prepared too; on a bigger cloud nothing else is (a generic plan
-could guess ten ids where there are thousands), and an operator who turned psycopg's
-prepared statements off (PgBouncer in transaction mode) gets none at all.
+sent a third time is prepared too (not a second: preparing costs a round trip); on a
+bigger cloud nothing else is (a generic plan could guess ten ids where there are
+thousands), and an operator who turned psycopg's prepared statements off (PgBouncer in
+transaction mode) gets none at all.
 
 Name lists of any length select exactly their names on every backend, run after run
 (past psycopg's and PostgreSQL's thresholds, where a kept plan takes over)."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -76,6 +80,12 @@ def conn(pg: Database) -> Iterator[sa.Connection]:
         yield conn
 
 
+def _placeholders(sql: str) -> str:
+    """``sql`` with its placeholders as ``?``: psycopg's ``%(name)s`` (and ``%%``) as
+    sent, the server's ``$1`` (and ``%``) as prepared."""
+    return re.sub(r"%\(\w+\)s|\$\d+", "?", sql).replace("%%", "%")
+
+
 def _prepared(conn: sa.Connection) -> list[tuple[str, int]]:
     """The connection's prepared statements: (text, times run)."""
     rows = conn.exec_driver_sql(
@@ -96,13 +106,28 @@ def test_the_names_statement_is_one_prepared_text_for_any_request(conn: sa.Conne
     assert len(names) == 1 and names[0][1] == 2 * len(REQUESTS), names
 
 
-def test_a_small_cloud_prepares_repeated_statements(conn: sa.Connection) -> None:
-    _ask(conn, times=3)
-    repeated = [(t, n) for t, n in _prepared(conn) if "set_config" not in t]
-    assert bt.small_cloud(conn)
-    # each request's group statement, prepared when sent a second time
-    assert repeated and all(runs >= 1 for _, runs in repeated)
-    assert any("inventories" in text for text, _ in repeated)
+def test_a_small_cloud_prepares_statements_sent_a_third_time(conn: sa.Connection) -> None:
+    sent: Counter[str] = Counter()
+
+    def count(c: Any, cursor: Any, sql: str, params: Any, ctx: Any, many: bool) -> None:
+        sent[_placeholders(sql)] += 1
+
+    sa.event.listen(conn.engine, "before_cursor_execute", count)
+    try:
+        _ask(conn, times=2)
+        assert bt.small_cloud(conn)
+        twice = {t for t, n in sent.items() if n == 2}
+        after_two = {_placeholders(t) for t, _ in _prepared(conn)}
+        _ask(conn, times=1)
+    finally:
+        sa.event.remove(conn.engine, "before_cursor_execute", count)
+    prepared = {_placeholders(t) for t, _ in _prepared(conn) if "set_config" not in t}
+    # each request's group statement, prepared when sent a third time (not a second:
+    # preparing costs a round trip)
+    assert prepared and any("inventories" in text for text in prepared)
+    assert twice and not twice & after_two  # sent twice: not prepared then
+    assert twice & prepared  # the third time they were
+    assert all(sent[t] >= 3 for t in prepared), [(t[:40], sent[t]) for t in prepared]
 
 
 def test_a_bigger_cloud_prepares_only_the_names_statement(

@@ -93,9 +93,12 @@ _PARTS_SIZE = 2048
 
 
 class PartStats:
-    """How many parts were compiled (read by ``benchmarks.shapes`` and the tests)."""
+    """How many parts were compiled, and how many SQLAlchemy cache keys were generated
+    to find a part (a part not found by the identity of its objects), read by
+    ``benchmarks.shapes`` and the tests."""
 
     compiled = 0
+    keyed = 0
 
 
 def _part(
@@ -104,6 +107,7 @@ def _part(
     """``skeleton`` compiled (once per cache key and dialect) and the values of its
     anonymous parameters in this instance."""
     key = skeleton._generate_cache_key()
+    PartStats.keyed += 1
     if key is None:
         raise _Unsupported(skeleton)
     cache_key = (key.key, dialect)
@@ -295,12 +299,13 @@ def _split(
     if empty[0].compiled.bind_names:  # (its text is cut off each clause's)
         raise _Unsupported(stmt)
     # grouped as SQLAlchemy groups a WHERE's clauses (an OR among several in parentheses)
-    _, clauses = BooleanClauseList._process_clauses_for_boolean(
-        operators.and_, True_._singleton, False_._singleton, stmt._where_criteria
+    raw = stmt._where_criteria
+    count, clauses = BooleanClauseList._process_clauses_for_boolean(
+        operators.and_, True_._singleton, False_._singleton, raw
     )
-    for clause in clauses:
+    for key, clause in zip(_clause_keys(raw, clauses, count, froms), clauses, strict=True):
         part, values = _memo(
-            ((clause,), froms, (), ()),
+            key,
             dialect,
             lambda c=clause: sa.select(sa.literal_column("1")).select_from(*froms).where(c),
         )
@@ -308,6 +313,24 @@ def _split(
             raise _Unsupported(stmt)
         out.append((part, values))
     return out, len(prefix)
+
+
+def _clause_keys(
+    raw: tuple[Any, ...], clauses: list[Any], count: int, froms: tuple[Any, ...]
+) -> list[tuple[tuple[Any, ...], ...]]:
+    """The :func:`_memo` key of each grouped ``WHERE`` clause of :func:`_split`: the
+    clause the statement was built with, and whether it stands among others (grouped
+    against ``AND``) or alone. The grouping is a new object for every statement (an
+    ``OR`` or ``EXISTS`` in parentheses), the clause under it is the builders' shared
+    one: a statement of a new shape made of known clauses finds their parts by
+    identity, not by a cache key of each (~1.1 a never-seen request of make
+    bench-shapes, the larger part of its Python time). With ``TRUE``/``FALSE`` among
+    them (not one grouping per clause) the grouped clause itself."""
+    true, false = True_._singleton, False_._singleton
+    if len(raw) != len(clauses) or any(c is true or c is false for c in raw):
+        return [((c,), froms, (), ()) for c in clauses]
+    against = operators.and_ if count > 1 else operators._asbool
+    return [((c,), froms, (), (), (against,)) for c in raw]
 
 
 def render(t: Template, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:

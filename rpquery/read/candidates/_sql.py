@@ -165,6 +165,27 @@ def _fits_one_of(
 def _scope(rp: FromClause, roots: RootScope, sharing_ids: Ids) -> list[ColumnElement[bool]]:
     if roots is None:
         return []
+    if isinstance(roots, (Select, RootRange, BindParameter)) and (
+        isinstance(sharing_ids, BindParameter) or sharing_ids == ()
+    ):
+        return list(_bound_scope(rp, roots, sharing_ids))
+    return _scope_clauses(rp, roots, sharing_ids)
+
+
+@functools.lru_cache(maxsize=1024)
+def _bound_scope(
+    rp: FromClause, roots: Select | RootRange | BindParameter[Any], sharing_ids: Ids
+) -> tuple[ColumnElement[bool], ...]:
+    """:func:`_scope` of a bound scope (a batch's roots or range, the roots statement),
+    built once per scope: the statements of every shape share its clause object, which
+    :mod:`rpquery.store._texts` then finds compiled by identity."""
+    return tuple(_scope_clauses(rp, roots, sharing_ids))
+
+
+def _scope_clauses(
+    rp: FromClause, roots: RootScope, sharing_ids: Ids
+) -> list[ColumnElement[bool]]:
+    assert roots is not None
     if isinstance(roots, RootRange):
         local = rp.c.root_provider_id.between(roots.lo, roots.hi)
     else:

@@ -448,9 +448,10 @@ def unprepared(conn: Connection, *, repeats: bool = False) -> AbstractContextMan
     :func:`execute_prepared` are prepared all the same.
 
     ``repeats`` (a small cloud, where no plan can go far wrong): the opposite, a
-    statement text sent a second time on the connection is prepared. PostgreSQL then
-    skips parsing it, plans it for its values five times, and keeps a generic plan if it
-    costs no more (no planning). Allocation candidates on a cloud of at most
+    statement text sent a third time on the connection is prepared (not a second:
+    preparing costs a round trip, and evicting the oldest of psycopg's 100 another).
+    PostgreSQL then skips parsing it, plans it for its values five times, and keeps a
+    generic plan if it costs no more (no planning). Allocation candidates on a cloud of at most
     ``Batches.ONE_BATCH`` roots: a never-seen request's statements mostly repeat texts
     of earlier requests (79 % on ``make bench-shapes``)."""
     return backend(conn.dialect.name).unprepared(conn, repeats=repeats)
