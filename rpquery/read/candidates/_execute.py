@@ -244,7 +244,7 @@ class GroupRows:
 
     def build(self, scope: q.RootScope) -> sa.Select:
         shape = self.shape
-        anchored = any(shape.filters.count(f) for f in GROUP_FILTERS if f.sharing == ANCHOR)
+        anchored = any(shape.filters.count(f) for f in _ANCHORED)
         exempt = SHARING_EXEMPT if not shape.granular and anchored else None
         return q.group_rows_of(shape, Binds(), scope, _sharing_ids(scope), exempt)
 
@@ -313,6 +313,8 @@ def carries_summary(g: RequestGroup) -> bool:
 
 
 _PICKS_TREES = tuple(f for f in GROUP_FILTERS if f.picks_trees)
+#: the filters whose sharing rule is :data:`~rpquery.read._filters.ANCHOR`
+_ANCHORED = tuple(f for f in GROUP_FILTERS if f.sharing == ANCHOR)
 
 
 @functools.lru_cache(maxsize=1024)
