@@ -19,6 +19,7 @@ from falcon.uri import parse_query_string
 
 from rpquery.api.context import RequestContext
 from rpquery.api.errors import ApiError
+from rpquery.api.query_schema import QueryCheck, compile_query_schema
 
 __all__ = [
     "JSON",
@@ -37,6 +38,7 @@ __all__ = [
     "set_location",
     "url",
     "validate",
+    "validate_query",
     "want",
 ]
 
@@ -93,6 +95,25 @@ def validate(data: Any, schema: Mapping[str, Any], prefix: str) -> None:
     error = jsonschema.exceptions.best_match(_validator(schema).iter_errors(data))
     if error is not None:
         raise ApiError(400, f"{prefix}: {error}")
+
+
+_QUERY_CHECKS: dict[int, tuple[Mapping[str, Any], QueryCheck | None]] = {}
+
+
+def validate_query(params: Mapping[str, str], schema: Mapping[str, Any]) -> None:
+    """:func:`validate` of query parameters (400 ``Invalid query string parameters:
+    ...``): the schema's tests compiled once (:mod:`rpquery.api.query_schema`), and
+    jsonschema only for the error of parameters they refuse."""
+    found = _QUERY_CHECKS.get(id(schema))
+    if found is None or found[0] is not schema:
+        found = _QUERY_CHECKS[id(schema)] = (schema, compile_query_schema(schema, _conforms))
+    check = found[1]
+    if check is None or not check(params):
+        validate(params, schema, "Invalid query string parameters")
+
+
+def _conforms(value: str, format_name: str) -> bool:
+    return bool(_FORMATS.conforms(value, format_name))
 
 
 def json_body(req: falcon.Request, schema: Mapping[str, Any]) -> Any:
@@ -160,7 +181,7 @@ def query_params(req: falcon.Request, schema: Mapping[str, Any]) -> dict[str, st
     """The query parameters (last value of a repeated one) validated against
     ``schema`` (400 ``Invalid query string parameters: ...``)."""
     params = {k: v[-1] for k, v in query(req).items()}
-    validate(params, schema, "Invalid query string parameters")
+    validate_query(params, schema)
     return params
 
 

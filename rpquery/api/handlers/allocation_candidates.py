@@ -23,7 +23,7 @@ from rpquery.api import errors
 from rpquery.api import query as gates
 from rpquery.api.errors import ApiError
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, query, send_json, send_json_bytes, validate, want
+from rpquery.api.util import ctx, query, send_json, send_json_bytes, validate_query, want
 from rpquery.errors import InvalidRequest
 from rpquery.read import candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates
@@ -179,9 +179,7 @@ def _check_groups(
 
 def _request(req: falcon.Request) -> CandidatesRequest:
     params = query(req)
-    validate(
-        {k: v[-1] for k, v in params.items()}, _schema(req), "Invalid query string parameters"
-    )
+    validate_query({k: v[-1] for k, v in params.items()}, _schema(req))
     if len(params.get("root_required", [])) > 1:
         raise ApiError(
             400,
