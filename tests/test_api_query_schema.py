@@ -2,7 +2,10 @@
 jsonschema accepts: every query schema of the API compiles, and on generated
 parameters (names each schema knows, names its patterns match and miss, values its
 patterns, lengths, enums and formats take and refuse) the compiled test and jsonschema
-agree on each one. A refused query still gets jsonschema's error, word for word."""
+agree on each one. A refused query still gets jsonschema's error, word for word.
+A ``GET /allocation_candidates`` query is parsed once per query string and microversion
+(on every backend): the kept reading never stands for another version, a refused
+query, or what the database holds."""
 
 from __future__ import annotations
 
@@ -14,12 +17,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from rpquery.api import schemas
+from rpquery.api import make_app, schemas
 from rpquery.api.errors import ApiError
 from rpquery.api.handlers import allocation_candidates as candidates
 from rpquery.api.handlers import usages
 from rpquery.api.query_schema import compile_query_schema
 from rpquery.api.util import _FORMATS, validate, validate_query
+from tests.api_client import Result, WsgiClient
+from tests.factories import provider
 
 QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
     "candidates 1.10": candidates.SCHEMA_1_10,
@@ -104,3 +109,65 @@ def test_a_refused_query_gets_jsonschemas_error() -> None:
     )
     assert str(refused.value) == str(walked.value)
     validate_query({"resources": "VCPU:1", "limit": "10"}, candidates.SCHEMA_1_36)
+
+
+# ---------------------------------------------------------------- parsed queries kept
+
+FORBID = "/allocation_candidates?resources=VCPU:1&required=!HW_CPU_X86_AVX2&limit=2"
+
+
+def _ask(client: WsgiClient, path: str, version: str = "1.39") -> Result:
+    headers = {"x-auth-token": "admin", "openstack-api-version": f"placement {version}"}
+    return client.simulate_request("GET", path, headers=headers)
+
+
+def test_a_kept_query_is_read_again_at_another_microversion(db: Any) -> None:
+    """The parsed query is kept per query string *and* microversion: a forbidden trait
+    taken at 1.39 is still refused at 1.21, and the 1.39 answer is the same after that
+    refusal; a refused query is refused again (never kept)."""
+    with db.begin() as conn:
+        cn1 = provider(conn, "cn1", inventory={"VCPU": 8})
+    client = WsgiClient(make_app(db))
+    first = _ask(client, FORBID)
+    assert first.status_code == 200, first.text
+    assert list(first.json["allocation_requests"][0]["allocations"]) == [cn1.uuid]
+    for _ in range(2):
+        old = _ask(client, FORBID, "1.21")
+        assert old.status_code == 400
+        assert "Expected 'required' parameter value of the form" in old.text
+    assert _ask(client, FORBID).text == first.text
+    bad = "/allocation_candidates?resources=VCPU:0"
+    assert [_ask(client, bad).status_code for _ in range(2)] == [400, 400]
+
+
+def test_a_kept_query_sees_the_database_as_it_is_now(db: Any) -> None:
+    """Only the query's reading is kept, never what the database said: a class that
+    did not exist, then does, and inventory added between two identical requests."""
+    client = WsgiClient(make_app(db))
+    path = "/allocation_candidates?resources=CUSTOM_MAGIC:1"
+    unknown = _ask(client, path)
+    assert unknown.status_code == 400 and "No such resource class CUSTOM_MAGIC" in unknown.text
+    with db.begin() as conn:
+        cn1 = provider(conn, "cn1", inventory={"CUSTOM_MAGIC": 4})
+    found = _ask(client, path)
+    assert found.status_code == 200, found.text
+    assert list(found.json["provider_summaries"]) == [cn1.uuid]
+    with db.begin() as conn:
+        cn2 = provider(conn, "cn2", inventory={"CUSTOM_MAGIC": 4})
+    assert sorted(_ask(client, path).json["provider_summaries"]) == sorted([cn1.uuid, cn2.uuid])
+
+
+def test_a_long_query_is_answered_and_not_kept(db: Any) -> None:
+    """A query longer than PARSED_CACHE_QUERY is parsed every time (the cache stays
+    small whatever callers send) and answered as a short one."""
+    with db.begin() as conn:
+        provider(conn, "cn1", inventory={"VCPU": 8})
+    client = WsgiClient(make_app(db))
+    short = "/allocation_candidates?resources=VCPU:1&limit=5"
+    long_path = short + "&limit=5" * (candidates.PARSED_CACHE_QUERY // 8)
+    assert len(long_path) > candidates.PARSED_CACHE_QUERY
+    before = candidates._parsed.cache_info().currsize
+    answer = _ask(client, long_path)
+    assert answer.status_code == 200, answer.text
+    assert candidates._parsed.cache_info().currsize == before
+    assert answer.text == _ask(client, short).text

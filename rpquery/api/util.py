@@ -31,6 +31,7 @@ __all__ = [
     "json_body",
     "no_cache",
     "parse_json",
+    "parse_query",
     "query",
     "query_params",
     "send_json",
@@ -173,7 +174,12 @@ def _too_deep(data: Any) -> bool:
 
 def query(req: falcon.Request) -> dict[str, list[str]]:
     """Every query parameter with all its values, blank ones kept, in order."""
-    parsed = parse_query_string(req.query_string, keep_blank=True, csv=False)
+    return parse_query(req.query_string)
+
+
+def parse_query(query_string: str) -> dict[str, list[str]]:
+    """:func:`query` of a query string."""
+    parsed = parse_query_string(query_string, keep_blank=True, csv=False)
     return {k: v if isinstance(v, list) else [v] for k, v in parsed.items()}
 
 
