@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any, cast
@@ -16,6 +17,7 @@ import falcon
 import jsonschema
 import orjson
 from falcon.uri import parse_query_string
+from falcon.util import dt_to_http
 
 from rpquery.api.context import RequestContext
 from rpquery.api.errors import ApiError
@@ -240,8 +242,26 @@ def no_cache(
 ) -> None:
     """From microversion 1.15: ``cache-control: no-cache`` and ``last-modified``."""
     if want(req, (1, 15)):
-        resp.cache_control = ["no-cache"]
-        resp.last_modified = last_modified or dt.datetime.now(dt.UTC)
+        resp.set_header("cache-control", "no-cache")
+        if last_modified is None:
+            resp.set_header("last-modified", _http_now())
+        else:
+            resp.last_modified = last_modified
+
+
+#: The current second and its HTTP date (one immutable pair: threads read it whole).
+_NOW: tuple[int, str] = (-1, "")
+
+
+def _http_now() -> str:
+    """The HTTP date of now, as ``falcon.util.dt_to_http(datetime.now(UTC))``, formatted
+    once a second."""
+    global _NOW
+    second = int(time.time())
+    found = _NOW
+    if found[0] != second:
+        found = _NOW = (second, dt_to_http(dt.datetime.fromtimestamp(second, dt.UTC)))
+    return found[1]
 
 
 def empty(resp: falcon.Response, status: int = 204) -> None:
