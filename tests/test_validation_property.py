@@ -285,9 +285,11 @@ def _api_cases() -> dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]
     from rpquery.api import microversion
     from rpquery.api import query as api_query
     from rpquery.api import util as api_util
+    from rpquery.api.handlers import usages as usages_api
     from rpquery.api.microversion import Version
 
     texts = st.lists(text, max_size=3)
+    latin1 = st.text(st.characters(max_codepoint=255), max_size=20)
     old, new = Version(1, 21), Version(1, 39)
     return {
         "rpquery.api.microversion.parse_header": (
@@ -312,6 +314,19 @@ def _api_cases() -> dict[str, tuple[Callable[[Any], Any], st.SearchStrategy[Any]
         "rpquery.api.query.check_in_tree": (
             lambda v: _api(api_query.check_in_tree, "in_tree", v),
             text,
+        ),
+        # a PEP 3333 QUERY_STRING is latin-1 text
+        "rpquery.api.util.parse_query": (
+            lambda v: _api(api_util.parse_query, v),
+            st.lists(latin1, max_size=4).map("&".join),
+        ),
+        # jsonschema's refusal quotes the schema and the parameters (as Placement's
+        # does): values of up to 20 characters keep it within the bound
+        "rpquery.api.util.validate_query": (
+            lambda v: _api(api_util.validate_query, v, usages_api.SCHEMA_1_38),
+            st.dictionaries(
+                st.sampled_from(["project_id", "user_id", "consumer_type", "-"]), latin1
+            ),
         ),
         "rpquery.api.util.parse_json": (
             lambda v: _api(api_util.parse_json, v),

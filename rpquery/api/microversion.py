@@ -18,6 +18,7 @@ Version(major=1, minor=39)
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -64,7 +65,8 @@ def _requested(header: str) -> str | None:
 
 
 def parse_header(header: str | None) -> Version:
-    """The version a request asks for (see the module docstring).
+    """The version a request asks for (see the module docstring); the answer for a
+    header of up to :data:`_KEPT` characters is kept (clients send a few values).
 
     Raises :class:`ApiError` 400 for a malformed version and 406 for one outside
     ``MIN_VERSION..MAX_VERSION``.
@@ -74,6 +76,12 @@ def parse_header(header: str | None) -> Version:
     ...
     rpquery.api.errors.ApiError: Invalid microversion: invalid version string: 1.3_9
     """
+    if header and len(header) <= _KEPT:
+        return _parsed(header)
+    return _parse(header)
+
+
+def _parse(header: str | None) -> Version:
     text = _requested(header) if header else None
     if text is None:
         return MIN_VERSION
@@ -91,3 +99,8 @@ def parse_header(header: str | None) -> Version:
             extra={"max_version": str(MAX_VERSION), "min_version": str(MIN_VERSION)},
         )
     return version
+
+
+#: The longest header whose version is kept, and how many are (a refused one never is).
+_KEPT = 64
+_parsed = functools.lru_cache(maxsize=128)(_parse)

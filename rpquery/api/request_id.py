@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import re
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "bind",
     "current",
     "ids_for",
+    "new_id",
     "install_log_filter",
     "valid_global_id",
 ]
@@ -76,11 +77,26 @@ def valid_global_id(value: str) -> bool:
 def ids_for(environ: Mapping[str, Any]) -> RequestIds:
     """The local id (oslo.middleware's if it ran in front, else a new one) and the
     caller's global id when valid."""
-    local = environ.get(ENV_REQUEST_ID) or f"req-{uuid.uuid4()}"
+    local = environ.get(ENV_REQUEST_ID) or new_id()
     inbound = environ.get(ENV_GLOBAL_REQUEST_ID) or environ.get(
         "HTTP_X_OPENSTACK_REQUEST_ID", ""
     )
     return RequestIds(local, inbound if valid_global_id(inbound) else "-")
+
+
+def new_id() -> str:
+    """A local id, ``req-`` and a random (version 4) uuid, as ``f"req-{uuid.uuid4()}"``
+    writes it, without building a ``uuid.UUID`` (a third of the cost).
+
+    >>> import uuid
+    >>> valid_global_id(new_id()), uuid.UUID(new_id()[4:]).version
+    (True, 4)
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"req-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def bind(ids: RequestIds) -> contextvars.Token[RequestIds]:

@@ -19,6 +19,7 @@ with the helpers in :mod:`rpquery.api.util`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +80,15 @@ def route(
 
 
 def _accepts_json(accept: str) -> bool:
+    """Does ``accept`` allow JSON? (kept for headers of up to 256 characters: clients
+    send a few values)"""
+    if len(accept) <= 256:
+        return _json_accepted(accept)
+    return q_of(JSON, accept_ranges(accept)) > 0
+
+
+@functools.lru_cache(maxsize=128)
+def _json_accepted(accept: str) -> bool:
     return q_of(JSON, accept_ranges(accept)) > 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any, cast
@@ -16,9 +17,11 @@ import falcon
 import jsonschema
 import orjson
 from falcon.uri import parse_query_string
+from falcon.util import dt_to_http
 
 from rpquery.api.context import RequestContext
 from rpquery.api.errors import ApiError
+from rpquery.api.query_schema import QueryCheck, compile_query_schema
 
 __all__ = [
     "JSON",
@@ -30,6 +33,7 @@ __all__ = [
     "json_body",
     "no_cache",
     "parse_json",
+    "parse_query",
     "query",
     "query_params",
     "send_json",
@@ -37,6 +41,7 @@ __all__ = [
     "set_location",
     "url",
     "validate",
+    "validate_query",
     "want",
 ]
 
@@ -93,6 +98,25 @@ def validate(data: Any, schema: Mapping[str, Any], prefix: str) -> None:
     error = jsonschema.exceptions.best_match(_validator(schema).iter_errors(data))
     if error is not None:
         raise ApiError(400, f"{prefix}: {error}")
+
+
+_QUERY_CHECKS: dict[int, tuple[Mapping[str, Any], QueryCheck | None]] = {}
+
+
+def validate_query(params: Mapping[str, str], schema: Mapping[str, Any]) -> None:
+    """:func:`validate` of query parameters (400 ``Invalid query string parameters:
+    ...``): the schema's tests compiled once (:mod:`rpquery.api.query_schema`), and
+    jsonschema only for the error of parameters they refuse."""
+    found = _QUERY_CHECKS.get(id(schema))
+    if found is None or found[0] is not schema:
+        found = _QUERY_CHECKS[id(schema)] = (schema, compile_query_schema(schema, _conforms))
+    check = found[1]
+    if check is None or not check(params):
+        validate(params, schema, "Invalid query string parameters")
+
+
+def _conforms(value: str, format_name: str) -> bool:
+    return bool(_FORMATS.conforms(value, format_name))
 
 
 def json_body(req: falcon.Request, schema: Mapping[str, Any]) -> Any:
@@ -152,7 +176,12 @@ def _too_deep(data: Any) -> bool:
 
 def query(req: falcon.Request) -> dict[str, list[str]]:
     """Every query parameter with all its values, blank ones kept, in order."""
-    parsed = parse_query_string(req.query_string, keep_blank=True, csv=False)
+    return parse_query(req.query_string)
+
+
+def parse_query(query_string: str) -> dict[str, list[str]]:
+    """:func:`query` of a query string."""
+    parsed = parse_query_string(query_string, keep_blank=True, csv=False)
     return {k: v if isinstance(v, list) else [v] for k, v in parsed.items()}
 
 
@@ -160,7 +189,7 @@ def query_params(req: falcon.Request, schema: Mapping[str, Any]) -> dict[str, st
     """The query parameters (last value of a repeated one) validated against
     ``schema`` (400 ``Invalid query string parameters: ...``)."""
     params = {k: v[-1] for k, v in query(req).items()}
-    validate(params, schema, "Invalid query string parameters")
+    validate_query(params, schema)
     return params
 
 
@@ -213,8 +242,26 @@ def no_cache(
 ) -> None:
     """From microversion 1.15: ``cache-control: no-cache`` and ``last-modified``."""
     if want(req, (1, 15)):
-        resp.cache_control = ["no-cache"]
-        resp.last_modified = last_modified or dt.datetime.now(dt.UTC)
+        resp.set_header("cache-control", "no-cache")
+        if last_modified is None:
+            resp.set_header("last-modified", _http_now())
+        else:
+            resp.last_modified = last_modified
+
+
+#: The current second and its HTTP date (one immutable pair: threads read it whole).
+_NOW: tuple[int, str] = (-1, "")
+
+
+def _http_now() -> str:
+    """The HTTP date of now, as ``falcon.util.dt_to_http(datetime.now(UTC))``, formatted
+    once a second."""
+    global _NOW
+    second = int(time.time())
+    found = _NOW
+    if found[0] != second:
+        found = _NOW = (second, dt_to_http(dt.datetime.fromtimestamp(second, dt.UTC)))
+    return found[1]
 
 
 def empty(resp: falcon.Response, status: int = 204) -> None:

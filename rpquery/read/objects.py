@@ -17,6 +17,7 @@ and ``{}`` for :func:`get_allocations`.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -76,6 +77,15 @@ def provider_select() -> sa.Select:
     )
 
 
+@functools.cache
+def _provider_by_uuid() -> sa.Select:
+    """:func:`provider_select` of the provider whose uuid is the bound ``rp_uuid``, built
+    once: building it (two aliases and their column collections) took longer than SQLite
+    takes to answer it (~0.25 of a ``GET /resource_providers/{uuid}``'s ~0.4 ms)."""
+    uuid = resource_providers.c.uuid
+    return provider_select().where(uuid == sa.bindparam("rp_uuid", type_=uuid.type))
+
+
 def _to_provider(row: sa.Row) -> ResourceProvider:
     _, rp_uuid, name, generation, root_uuid, parent_uuid = row
     return ResourceProvider(rp_uuid, name, int(generation or 0), root_uuid or rp_uuid, parent_uuid)
@@ -88,7 +98,7 @@ def _provider_not_found(rp_uuid: str) -> NotFound:
 def load_provider(conn: Connection, rp_uuid: str) -> tuple[int, ResourceProvider]:
     """``(id, provider)`` of the provider ``rp_uuid`` on ``conn`` (a write path's
     transaction or a read connection); ``NotFound`` if there is none."""
-    row = conn.execute(provider_select().where(resource_providers.c.uuid == rp_uuid)).first()
+    row = conn.execute(_provider_by_uuid(), {"rp_uuid": rp_uuid}).first()
     if row is None:
         raise _provider_not_found(rp_uuid)
     return int(row[0]), _to_provider(row)

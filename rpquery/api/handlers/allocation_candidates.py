@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,8 +23,9 @@ import falcon
 from rpquery.api import errors
 from rpquery.api import query as gates
 from rpquery.api.errors import ApiError
+from rpquery.api.microversion import Version
 from rpquery.api.routing import route
-from rpquery.api.util import ctx, query, send_json, send_json_bytes, validate, want
+from rpquery.api.util import ctx, parse_query, send_json, send_json_bytes, validate_query, want
 from rpquery.errors import InvalidRequest
 from rpquery.read import candidates
 from rpquery.read.request import CandidatesRequest, parse_candidates
@@ -83,21 +85,25 @@ _SCHEMAS = (
 )
 
 
-def _schema(req: falcon.Request) -> dict[str, Any]:
-    return next((s for v, s in _SCHEMAS if want(req, v)), SCHEMA_1_10)
+def _schema(version: Version) -> dict[str, Any]:
+    return next((s for v, s in _SCHEMAS if version >= v), SCHEMA_1_10)
 
 
 # ---------------------------------------------------------------- request
+
+#: Distinct (query string, microversion) pairs whose parsed request is kept, and the
+#: longest query string kept (a longer one is parsed every time: the cache stays small).
+PARSED_CACHE_SIZE = 1024
+PARSED_CACHE_QUERY = 4096
 
 
 _GROUP_KEY = re.compile(r"^(resources|required|member_of|in_tree)([a-zA-Z0-9_-]{1,64})?$")
 
 
-def _groups(req: falcon.Request, params: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+def _groups(version: Version, params: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
     """The request groups by suffix, each value checked with Placement's messages and
     version gates (:mod:`rpquery.api.query`); ``required`` values as the version reads
     them (the last one only before 1.39)."""
-    version = ctx(req).version
     groups: dict[str, dict[str, Any]] = {}
     for key, values in params.items():
         found = _GROUP_KEY.match(key)
@@ -119,11 +125,11 @@ def _groups(req: falcon.Request, params: dict[str, list[str]]) -> dict[str, dict
 
 
 def _check_groups(
-    req: falcon.Request, groups: dict[str, dict[str, Any]], params: dict[str, list[str]]
+    version: Version, groups: dict[str, dict[str, Any]], params: dict[str, list[str]]
 ) -> None:
     """Placement's checks of the groups as a whole (``lib.RequestGroup``)."""
     resourceless = [s for s, g in groups.items() if "resources" not in g]
-    if want(req, (1, 36)):
+    if version >= (1, 36):
         subtrees = [{x.strip() for x in v.split(",")} for v in params.get("same_subtree", [])]
         if any("" in s for s in subtrees):
             raise ApiError(
@@ -178,18 +184,29 @@ def _check_groups(
 
 
 def _request(req: falcon.Request) -> CandidatesRequest:
-    params = query(req)
-    validate(
-        {k: v[-1] for k, v in params.items()}, _schema(req), "Invalid query string parameters"
-    )
+    """The request's query as the request's microversion reads it: :func:`_parse`, whose
+    answer depends on nothing else and is frozen, so it is kept for the next request
+    with the same query (a flavor's requests repeat theirs): :data:`PARSED_CACHE_SIZE`
+    queries of up to :data:`PARSED_CACHE_QUERY` characters. A refused query raises
+    every time."""
+    text, version = req.query_string, ctx(req).version
+    if len(text) > PARSED_CACHE_QUERY:
+        return _parse(text, version)
+    return _parsed(text, version)
+
+
+def _parse(query_string: str, version: Version) -> CandidatesRequest:
+    """``query_string`` checked with Placement's messages at ``version`` and parsed."""
+    params = parse_query(query_string)
+    validate_query({k: v[-1] for k, v in params.items()}, _schema(version))
     if len(params.get("root_required", [])) > 1:
         raise ApiError(
             400,
             "Query parameter 'root_required' may be specified only once.",
             code=errors.ILLEGAL_DUPLICATE_QUERYPARAM,
         )
-    groups = _groups(req, params)
-    _check_groups(req, groups, params)
+    groups = _groups(version, params)
+    _check_groups(version, groups, params)
     granular = [s for s in groups if s]
     if len(granular) > 1 and "group_policy" not in params:
         raise ApiError(
@@ -204,10 +221,13 @@ def _request(req: falcon.Request) -> CandidatesRequest:
     try:
         return parse_candidates(params)
     except InvalidRequest as error:
-        conflicts = trait_conflicts(params, any_of=want(req, (1, 39)))
+        conflicts = trait_conflicts(params, any_of=version >= (1, 39))
         if error.code == "rpquery.trait.conflict" and conflicts:
             raise ApiError(400, conflicts) from None
         raise _library_error(error) from None
+
+
+_parsed = functools.lru_cache(maxsize=PARSED_CACHE_SIZE)(_parse)
 
 
 def _check_root_required(values: list[str]) -> None:
