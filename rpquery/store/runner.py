@@ -307,7 +307,7 @@ def _fetch(
     if prepare and not conn.in_transaction():
         conn.begin()
     if _direct(conn):
-        prefixed = dialects.ordered_joins(conn) if ordered else None
+        prefixed = dialects.ordered_joins(conn) if ordered and not prepare else None
         return _on_cursor(conn, sql, params, prepare=prepare, prefixed=prefixed)
     result = conn.exec_driver_sql(sql, params)
     try:
