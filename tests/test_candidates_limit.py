@@ -452,3 +452,53 @@ def test_random_clouds_limit_is_a_prefix(backend: str, request: pytest.FixtureRe
             assert len(set(mine)) == len(mine) == len(expected)
 
     check()
+
+
+def _sent_reading(walk: Database, autocommit: bool) -> tuple[list[str], Any, str]:
+    """The statements of a ``limit=3`` request read on one connection of ``walk`` (in
+    autocommit mode, or in a transaction), its answer, and that connection's
+    ``enable_hashjoin`` afterwards (PostgreSQL; ``""`` elsewhere)."""
+    sent: list[str] = []
+
+    def tracer(sql: str, params: Any) -> None:
+        sent.append(sql)
+
+    walk.add_tracer(tracer)
+    try:
+        with walk.engine.connect() as conn:
+            if autocommit:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            answer = allocation_candidates(conn, "resources=VCPU:1,MEMORY_MB:512&limit=3")
+            after = ""
+            if conn.dialect.name == "postgresql":
+                after = conn.exec_driver_sql("SELECT current_setting('enable_hashjoin')").scalar()
+    finally:
+        walk.remove_tracer(tracer)
+    return sent, answer, after
+
+
+def test_a_walks_first_batch_alone_is_planned_without_hash_joins(
+    walk: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL, a read in autocommit mode: the group statement of a walk's first batch
+    (every root up to its last) is sent after ``SET LOCAL enable_hashjoin = off`` in the
+    same message (:func:`rpquery.store.dialects.ordered_joins`), one implicit
+    transaction: the setting ends with it, and the later batches' group statements, the
+    summaries and the connection's next statements are planned as before. In a
+    transaction (where it would last) and on the other backends, nothing is sent before
+    a statement. The answer is the same either way."""
+    # (the walks learn nothing other tests of this database and request would see)
+    monkeypatch.setattr(bt, "_PER_ROOT", bt.Hints(512))
+    sent, answer, after = _sent_reading(walk, True)
+    in_transaction, same, after_transaction = _sent_reading(walk, False)
+    groups = [s for s in sent if "rpq_provider_usages" in s]
+    prefixed = [s for s in sent + in_transaction if s.startswith("SET LOCAL")]
+    assert len(groups) > 1  # full hosts first: several batches, each its group statement
+    assert ordered(same) == ordered(answer)
+    assert same.provider_summaries == answer.provider_summaries
+    if walk.engine.dialect.name != "postgresql":
+        assert prefixed == [] and after == after_transaction == ""
+        return
+    assert prefixed == groups[:1]
+    assert groups[0].startswith("SET LOCAL enable_hashjoin = off; SELECT ")
+    assert after == after_transaction == "on"

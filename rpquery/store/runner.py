@@ -118,6 +118,7 @@ def merged_rows(
     stmts: Sequence[tuple[sa.Select, dict[str, Any]]],
     *,
     whole_tables: bool = False,
+    ordered: bool = False,
 ) -> list[list[Any]]:
     """The rows of several ``SELECT`` statements from one statement (one round trip),
     each statement's rows in a list. For a driver whose placeholders are named
@@ -134,13 +135,15 @@ def merged_rows(
     whatever shapes a request combines.
     ``whole_tables``: the statements read every inventory of the cloud (a whole-cloud
     answer's one pass), where hash joins beat a lookup per row
-    (:func:`~rpquery.store.dialects.long_concat_sql`)."""
+    (:func:`~rpquery.store.dialects.long_concat_sql`). ``ordered``: the statements
+    read a walk's first batch, planned without hash joins where the backend would
+    otherwise read every row of the tables (:func:`~rpquery.store.dialects.ordered_joins`)."""
     dialect = conn.dialect
     if dialects.ids_as_text(conn) and all(numbers(stmt) for stmt, _ in stmts):
         return _text_rows(conn, stmts, whole_tables)
     if len(stmts) == 1:
         sql, values = _expanded(stmts[0][0], stmts[0][1], dialect, "")
-        return [_fetch(conn, sql, values)]
+        return [_fetch(conn, sql, values, ordered=ordered)]
     texts: list[tuple[int, int, str, dict[str, Any]]] = []
     for i, (stmt, bound) in enumerate(stmts):
         sql, values = _expanded(stmt, bound, dialect, f"m{i}_")
@@ -154,7 +157,7 @@ def merged_rows(
         params.update(values)
     out: list[list[Any]] = [[] for _ in stmts]
     widths = [len(stmt.selected_columns) for stmt, _ in stmts]
-    for row in _fetch(conn, " UNION ALL ".join(branches), params):
+    for row in _fetch(conn, " UNION ALL ".join(branches), params, ordered=ordered):
         i = row[0]
         out[i].append(row[1 : 1 + widths[i]])
     return out
@@ -278,7 +281,12 @@ def _expanded(
 
 
 def _fetch(
-    conn: Connection, sql: str, params: dict[str, Any], *, prepare: bool = False
+    conn: Connection,
+    sql: str,
+    params: dict[str, Any],
+    *,
+    prepare: bool = False,
+    ordered: bool = False,
 ) -> list[Any]:
     """Every row of ``sql``, a text in the driver's own form, as the driver's tuples.
 
@@ -291,11 +299,16 @@ def _fetch(
     ``prepare``: ``sql``'s plan is the same for any values and any cloud (the names
     statement), so the server may keep it (:func:`rpquery.store.dialects.execute_prepared`:
     PostgreSQL); the connection is begun first if it has not (as ``exec_driver_sql``
-    would begin it) and the statement goes on the driver's cursor."""
+    would begin it) and the statement goes on the driver's cursor.
+
+    ``ordered``: planned without hash joins, where :func:`~rpquery.store.dialects.ordered_joins`
+    has a way for this statement alone (on the driver's cursor only; the plan never
+    changes the rows)."""
     if prepare and not conn.in_transaction():
         conn.begin()
     if _direct(conn):
-        return _on_cursor(conn, sql, params, prepare=prepare)
+        prefixed = dialects.ordered_joins(conn) if ordered and not prepare else None
+        return _on_cursor(conn, sql, params, prepare=prepare, prefixed=prefixed)
     result = conn.exec_driver_sql(sql, params)
     try:
         return list(result.cursor.fetchall())
@@ -317,14 +330,23 @@ def _direct(conn: Connection) -> bool:
 
 
 def _on_cursor(
-    conn: Connection, sql: str, params: dict[str, Any], *, prepare: bool = False
+    conn: Connection,
+    sql: str,
+    params: dict[str, Any],
+    *,
+    prepare: bool = False,
+    prefixed: tuple[Any, str] | None = None,
 ) -> list[Any]:
     """:func:`_fetch` on a cursor of the driver, as ``exec_driver_sql`` would run it
     for what these statements need: the engine's cursor events fire (tracers, statement
     counts, batch timers; with no execution context), and a driver error goes through
     SQLAlchemy's handling (wrapped as ``DBAPIError``, a lost connection invalidated
-    for :func:`rpquery.db.read_retrying`, the ``handle_error`` hooks)."""
-    cursor = conn.connection.cursor()
+    for :func:`rpquery.db.read_retrying`, the ``handle_error`` hooks). ``prefixed``: a
+    cursor of the driver and the text sent before ``sql`` in the same message
+    (:func:`~rpquery.store.dialects.ordered_joins`); the rows are the last result's."""
+    cursor = conn.connection.cursor() if prefixed is None else prefixed[0]
+    if prefixed is not None:
+        sql = prefixed[1] + sql
     try:
         for before in conn.dispatch.before_cursor_execute:
             sql, params = before(conn, cursor, sql, params, None, False)
@@ -333,6 +355,8 @@ def _on_cursor(
         else:
             cursor.execute(sql, params)
         conn.dispatch.after_cursor_execute(conn, cursor, sql, params, None, False)
+        if prefixed is not None:
+            cursor.nextset()  # past the prefix's result
         rows = cursor.fetchall()
     except BaseException as error:
         if isinstance(error, Exception) and not isinstance(error, conn.dialect.loaded_dbapi.Error):

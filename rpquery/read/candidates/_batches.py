@@ -58,6 +58,10 @@ class Roots:
     #: whether some root (in the id range of ``ids``) may not be an anchor: root
     #: filters, policies, *could serve* tests
     filtered: bool = True
+    #: a walk's first batch of every root in an id range: every root up to the last
+    #: (its statements read the indexes from their start:
+    #: :func:`rpquery.store.dialects.ordered_joins`)
+    first: bool = False
 
 
 @dataclass(frozen=True)
@@ -430,5 +434,6 @@ def select_roots(
     exhausted = len(ids) < batch.limit
     if batch.walk and not filtered and ids:
         scope = {"roots_lo": ids[0], "roots_hi": ids[-1]}
-        return Roots(ids, ROOT_RANGE, scope, exhausted, filtered=False)
+        first = batch.after is None
+        return Roots(ids, ROOT_RANGE, scope, exhausted, filtered=False, first=first)
     return Roots(ids, ROOT_IDS, {"root_ids": ids}, exhausted, filtered)

@@ -334,6 +334,9 @@ class _Run:
     params: dict[str, Any]
     #: rows of statements already run together (:meth:`prefetch`)
     fetched: dict[tuple[object, ...], list[Any]] = dataclasses.field(default_factory=dict)
+    #: a walk's first batch (:attr:`Roots.first`): its group statements are planned
+    #: without hash joins where the backend has a way (``merged_rows``' ``ordered``)
+    first: bool = False
 
     def execute(self, what: BatchStatement, values: dict[str, Any] | None = None) -> Any:
         rows = self.fetched.get(_run_key(what, values))
@@ -346,7 +349,8 @@ class _Run:
             # text (a whole-cloud answer too: its one pass, ~20k inventories at 5,000
             # hosts, costs PyMySQL ~80 ms of CPU as rows)
             whole = self.scope is None and isinstance(what, GroupRows) and what.shape.summary
-            return merged_rows(self.conn, [(stmt, params)], whole_tables=whole)[0]
+            ordered = self.first and isinstance(what, GroupRows)
+            return merged_rows(self.conn, [(stmt, params)], whole_tables=whole, ordered=ordered)[0]
         return driver_rows(self.conn, stmt, params)
 
     def _merges(self) -> bool:
@@ -384,7 +388,8 @@ class _Run:
         ]
         if len(fits) < 2:
             return
-        merged = merged_rows(self.conn, [stmts[i] for i in fits])
+        ordered = self.first and all(isinstance(parts[i][0], GroupRows) for i in fits)
+        merged = merged_rows(self.conn, [stmts[i] for i in fits], ordered=ordered)
         for i, rows in zip(fits, merged, strict=True):
             what, values = parts[i]
             self.fetched[_run_key(what, values)] = rows
@@ -540,7 +545,7 @@ def load_groups(
     shared_with = batch_pairs(conn, req, names, bound, sharing)
     sharing_ids = sorted(set().union(*shared_with.values())) if shared_with else []
     shared = {"sharing_ids": sharing_ids, "sharing_exempt": sharing_ids}
-    run = _Run(conn, names, scope, {**roots.params, **shared})
+    run = _Run(conn, names, scope, {**roots.params, **shared}, first=roots.first)
     col = _Collector(shared_with)
     order = sorted(req.groups, key=lambda g: (not g.is_granular, not g.resources, g.suffix))
     offers = dialects.groups_offers(conn) if grouped is None else grouped

@@ -74,6 +74,9 @@ class MySQL(NoKeptPlans):
     def read_settings(self) -> str | None:
         return None
 
+    def ordered_joins(self, conn: Connection) -> tuple[Any, str] | None:
+        return None  # (a batch's rows are looked up by their indexes already)
+
     def one_snapshot(self, conn: Connection) -> None:
         pass  # REPEATABLE READ is the default
 

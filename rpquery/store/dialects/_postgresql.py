@@ -30,6 +30,9 @@ _PREPARES = "rpquery_prepares"
 #: hosts): round trips 4.25 -> 3.94 a first ask, 4.73 -> 3.72 a repeat (2026-11-29).
 REPEATS_THRESHOLD = 2
 
+#: What :meth:`PostgreSQL.ordered_joins` puts before a statement: no hash join for it
+ORDERED_JOINS = "SET LOCAL enable_hashjoin = off; "
+
 #: SQLSTATEs that mean "someone else got there first: retry": serialization failure,
 #: deadlock, lock not available
 RETRYABLE = {"40001", "40P01", "55P03"}
@@ -77,6 +80,20 @@ class PostgreSQL(OnConflictWrites, StandardSQL):
     def read_settings(self) -> str | None:
         # for the session, not the transaction: a read may run in autocommit mode
         return "set_config('jit', 'off', false)"
+
+    def ordered_joins(self, conn: Connection) -> tuple[Any, str] | None:
+        # one simple-protocol message (parameters bound by psycopg: a message with two
+        # statements cannot have the server's), which the server runs as one implicit
+        # transaction: SET LOCAL ends with the statement. Not in a transaction block,
+        # where it would last until its end.
+        import psycopg
+
+        driver = conn.connection.driver_connection
+        if not isinstance(driver, psycopg.Connection) or not driver.autocommit:
+            return None
+        if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return None
+        return psycopg.ClientCursor(driver), ORDERED_JOINS
 
     @contextmanager
     def unprepared(self, conn: Connection, *, repeats: bool = False) -> Iterator[None]:

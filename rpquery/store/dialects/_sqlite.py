@@ -68,6 +68,9 @@ class SQLite(NoKeptPlans, OnConflictWrites, StandardSQL):
     def read_settings(self) -> str | None:
         return None
 
+    def ordered_joins(self, conn: Connection) -> tuple[Any, str] | None:
+        return None  # (SQLite has no hash joins)
+
     def one_snapshot(self, conn: Connection) -> None:
         pass  # reads see one snapshot
 
