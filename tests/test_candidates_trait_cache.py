@@ -126,12 +126,16 @@ def test_each_engine_has_its_own_cache(db: Database) -> None:
         other.dispose()
 
 
+def _columns(rows: list[tuple[int, str, int, str, str]]) -> list[tuple[object, ...]]:
+    return list(zip(*rows, strict=True))
+
+
 def test_a_full_cache_starts_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tc, "CACHE_SIZE", 4)
     cache = tc.TraitCache()
-    cache.fill([(i, f"u{i}", 1, "t", "7") for i in range(3)])
+    cache.fill(_columns([(i, f"u{i}", 1, "t", "7") for i in range(3)]))
     assert len(cache) == 3
-    cache.fill([(i, f"u{i}", 1, "t", "7") for i in range(3, 5)])
+    cache.fill(_columns([(i, f"u{i}", 1, "t", "7") for i in range(3, 5)]))
     assert len(cache) == 2  # emptied first: never above CACHE_SIZE
     rows = [(3, "u3", "n", None, 3, 1, "t"), (0, "u0", "n", None, 0, 1, "t")]
     assert cache.lookup(rows) == (["7", None], [1])
@@ -149,7 +153,7 @@ def test_concurrent_fills_and_lookups_stay_bounded_and_consistent(
     def work(offset: int) -> None:
         for round_ in range(200):
             keyed = [(offset + i, f"u{offset + i}", round_, "t", str(i)) for i in range(20)]
-            cache.fill(keyed)
+            cache.fill(_columns(keyed))
             rows = [(rp, u, "n", None, rp, g, c) for rp, u, g, c, _ in keyed]
             texts, _ = cache.lookup(rows)
             wrong = [t for t, k in zip(texts, keyed, strict=True) if t not in (None, k[4])]

@@ -178,8 +178,9 @@ def _cached_providers(
             return rows, texts
         missed = True
     rows = read(conn, summary_keyed(True), params)
-    cache.fill([(r[0], r[1], r[5], r[6], r[7]) for r in rows], missed=missed)
-    return rows, [row[7] for row in rows]
+    columns = list(zip(*rows, strict=True)) or [()] * 8
+    cache.fill([columns[0], columns[1], columns[5], columns[6], columns[7]], missed=missed)
+    return rows, list(columns[7])
 
 
 def _every_cached(
@@ -203,10 +204,9 @@ def _every_cached(
     every = every_trait_texts(conn)
     if every is None:
         return None
-    texts = [every.get(row[0]) for row in rows]
-    cache.fill(
-        [(r[0], r[1], r[5], r[6], t) for r, t in zip(rows, texts, strict=True)], missed=missed
-    )
+    columns = list(zip(*rows, strict=True)) or [()] * 7
+    texts = [every.get(rp_id) for rp_id in columns[0]]
+    cache.fill([columns[0], columns[1], columns[5], columns[6], texts], missed=missed)
     return rows, texts
 
 
@@ -222,7 +222,7 @@ def _from_cache(
         return None
     if misses:
         found = read(conn, summary_traits_of(), {"summary_ids": [rows[i][0] for i in misses]})
-        cache.fill(found)
+        cache.fill(list(zip(*found, strict=True)) or [()] * 5)
         by_id = {row[0]: row[4] for row in found}
         for i in misses:
             texts[i] = by_id.get(rows[i][0])

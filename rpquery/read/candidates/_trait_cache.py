@@ -84,15 +84,19 @@ class TraitCache:
                 misses.append(i)
         return texts, misses
 
-    def fill(self, keyed: Sequence[Sequence[Any]], *, missed: bool = False) -> None:
-        """Store ``(id, uuid, generation, created, trait id text)`` rows; ``missed``:
-        the read that got them missed more than :data:`MISSES_MAX` (back off)."""
+    def fill(self, columns: Sequence[Sequence[Any]], *, missed: bool = False) -> None:
+        """Store providers given as five columns: ids, uuids, generations, creation
+        times, trait id texts (stored in C, ``zip``: a whole cloud's 11k providers
+        without a Python loop); ``missed``: the read that got them missed more than
+        :data:`MISSES_MAX` (back off)."""
+        ids, uuids, generations, created, texts = columns
         with self._lock:
             entries = self._entries
-            if len(entries) + len(keyed) > CACHE_SIZE:
+            if len(entries) + len(ids) > CACHE_SIZE:
                 entries = self._entries = {}
-            for rp_id, uuid, generation, created, text in keyed:
-                entries[rp_id] = (uuid, generation, created, text)
+            entries.update(
+                zip(ids, zip(uuids, generations, created, texts, strict=True), strict=True)
+            )
             if missed:
                 self._backoff = min(2 * self._backoff or 1, BACKOFF_MAX)
                 self._skip = self._backoff
