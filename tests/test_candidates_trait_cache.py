@@ -9,6 +9,7 @@ providers it misses, and reads every trait id again past :data:`MISSES_MAX`.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -126,7 +127,7 @@ def test_each_engine_has_its_own_cache(db: Database) -> None:
         other.dispose()
 
 
-def _columns(rows: list[tuple[int, str, int, str, str]]) -> list[tuple[object, ...]]:
+def _columns(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return list(zip(*rows, strict=True))
 
 
@@ -138,9 +139,9 @@ def test_a_full_cache_starts_again(monkeypatch: pytest.MonkeyPatch) -> None:
     cache.fill(_columns([(i, f"u{i}", 1, "t", "7") for i in range(3, 5)]))
     assert len(cache) == 2  # emptied first: never above CACHE_SIZE
     rows = [(3, "u3", "n", None, 3, 1, "t"), (0, "u0", "n", None, 0, 1, "t")]
-    assert cache.lookup(rows) == (["7", None], [1])
+    assert cache.lookup(_columns(rows)) == (["7", None], [1])
     stale = [(3, "u3", "n", None, 3, 2, "t"), (4, "u9", "n", None, 4, 1, "t")]
-    assert cache.lookup(stale) == ([None, None], [0, 1])  # generation, uuid differ
+    assert cache.lookup(_columns(stale)) == ([None, None], [0, 1])  # generation, uuid differ
 
 
 def test_concurrent_fills_and_lookups_stay_bounded_and_consistent(
@@ -155,7 +156,7 @@ def test_concurrent_fills_and_lookups_stay_bounded_and_consistent(
             keyed = [(offset + i, f"u{offset + i}", round_, "t", str(i)) for i in range(20)]
             cache.fill(_columns(keyed))
             rows = [(rp, u, "n", None, rp, g, c) for rp, u, g, c, _ in keyed]
-            texts, _ = cache.lookup(rows)
+            texts, _ = cache.lookup(_columns(rows))
             wrong = [t for t, k in zip(texts, keyed, strict=True) if t not in (None, k[4])]
             if wrong or len(cache) > 64:
                 errors.append(f"{offset}/{round_}: {wrong} {len(cache)}")

@@ -124,11 +124,13 @@ def fetch_summaries(
     every_trait = as_json and not written and cloud_roots is not None
     most = every_trait and 2 * len(root_ids) >= len(set(cloud_roots))  # type: ignore[arg-type]
     column: list[str | None] | None = None
+    columns: list[Sequence[Any]] | None = None
+    providers: list[Any] = []
     if written:
         providers = _providers(conn, read, params, len(named))
     else:
         every = _every_cached(conn, read, params) if most else None
-        providers, column = every or _cached_providers(conn, read, params)
+        columns, column = every or _cached_providers(conn, read, params)
     if written:
         inventory_rows = _unwritten_inventories(conn, providers)
     elif inventory is None:
@@ -143,6 +145,7 @@ def fetch_summaries(
         rc_names,
         inventory_columns=inventory,
         trait_column=column,
+        provider_columns=columns,
     )
 
 
@@ -163,8 +166,8 @@ Read = Callable[[Connection, Any, dict[str, Any]], list[Any]]
 
 def _cached_providers(
     conn: Connection, read: Read, params: dict[str, Any]
-) -> tuple[list[Any], list[str | None]]:
-    """The summarised providers' rows (:func:`~._summary_sql.summary_stmt` ``keyed``)
+) -> tuple[list[Sequence[Any]], list[str | None]]:
+    """The summarised providers' columns (:func:`~._summary_sql.summary_stmt` ``keyed``)
     and their trait id texts: when the engine's cache is warm, the rows without trait
     ids and the texts from the cache (:func:`_from_cache`); otherwise (cold, or more
     than :data:`MISSES_MAX` misses) the rows with their trait ids, which fill the cache
@@ -172,20 +175,19 @@ def _cached_providers(
     cache = trait_cache(conn.engine)
     missed = False
     if cache.try_warm(len(params["tree_ids"])):
-        rows = read(conn, summary_keyed(False), params)
-        texts = _from_cache(conn, read, cache, rows)
+        columns = _columns(read(conn, summary_keyed(False), params), 7)
+        texts = _from_cache(conn, read, cache, columns)
         if texts is not None:
-            return rows, texts
+            return columns, texts
         missed = True
-    rows = read(conn, summary_keyed(True), params)
-    columns = list(zip(*rows, strict=True)) or [()] * 8
+    columns = _columns(read(conn, summary_keyed(True), params), 8)
     cache.fill([columns[0], columns[1], columns[5], columns[6], columns[7]], missed=missed)
-    return rows, list(columns[7])
+    return columns, list(columns[7])
 
 
 def _every_cached(
     conn: Connection, read: Read, params: dict[str, Any]
-) -> tuple[list[Any], list[str | None]] | None:
+) -> tuple[list[Sequence[Any]], list[str | None]] | None:
     """:func:`_cached_providers` for summaries of most of the cloud on MySQL/MariaDB:
     every provider's row read (:func:`summary_every_keyed`), those of other trees
     dropped here (no list of thousands of trees to render); the trait id texts from
@@ -195,37 +197,44 @@ def _every_cached(
     cache = trait_cache(conn.engine)
     root_ids = set(params["tree_ids"])
     rows = [row for row in read(conn, summary_every_keyed(), {}) if row[4] in root_ids]
+    columns = _columns(rows, 7)
     missed = False
     if cache.try_warm(len(rows)):
-        texts = _from_cache(conn, read, cache, rows)
+        texts = _from_cache(conn, read, cache, columns)
         if texts is not None:
-            return rows, texts
+            return columns, texts
         missed = True
     every = every_trait_texts(conn)
     if every is None:
         return None
-    columns = list(zip(*rows, strict=True)) or [()] * 7
     texts = [every.get(rp_id) for rp_id in columns[0]]
     cache.fill([columns[0], columns[1], columns[5], columns[6], texts], missed=missed)
-    return rows, texts
+    return columns, texts
+
+
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[Sequence[Any]]:
+    """``rows`` as ``width`` columns (one transposition, in C, shared by the cache's
+    look-up and fill and :meth:`SummaryRows.from_driver`)."""
+    return list(zip(*rows, strict=True)) or [()] * width
 
 
 def _from_cache(
-    conn: Connection, read: Read, cache: TraitCache, rows: Sequence[Sequence[Any]]
+    conn: Connection, read: Read, cache: TraitCache, columns: Sequence[Sequence[Any]]
 ) -> list[str | None] | None:
-    """The trait id texts of the providers' ``rows`` from ``cache``, those of at most
+    """The trait id texts of the providers' ``columns`` from ``cache``, those of at most
     :data:`MISSES_MAX` providers it misses read by id (one statement,
     :func:`summary_traits_of`: their generation read again with them, so a provider
     changed since ``rows`` were read is cached under its new one); ``None`` past that."""
-    texts, misses = cache.lookup(rows)
+    texts, misses = cache.lookup(columns)
     if len(misses) > MISSES_MAX:
         return None
     if misses:
-        found = read(conn, summary_traits_of(), {"summary_ids": [rows[i][0] for i in misses]})
-        cache.fill(list(zip(*found, strict=True)) or [()] * 5)
+        ids = columns[0]
+        found = read(conn, summary_traits_of(), {"summary_ids": [ids[i] for i in misses]})
+        cache.fill(_columns(found, 5))
         by_id = {row[0]: row[4] for row in found}
         for i in misses:
-            texts[i] = by_id.get(rows[i][0])
+            texts[i] = by_id.get(ids[i])
     cache.served()
     return texts
 

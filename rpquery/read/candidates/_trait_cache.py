@@ -50,13 +50,15 @@ class TraitCache:
     def __init__(self) -> None:
         self._entries: dict[int, Entry] = {}
         self._lock = threading.Lock()
-        self._skip = 1  # reads left before trying the cache (cold: the first fills it)
+        self._skip = 0  # reads left to go straight to the trait ids (a back-off)
         self._backoff = 0
 
     def try_warm(self, at_least: int) -> bool:
         """Whether a read of ``at_least`` providers should try the cache (else: read
-        trait ids, fill it); never when the cache holds too few entries to serve it."""
-        if len(self._entries) + MISSES_MAX < at_least:
+        trait ids, fill it); never while it is empty or holds too few entries to serve
+        that read, nor for the reads of a back-off (:meth:`fill` ``missed``)."""
+        held = len(self._entries)
+        if not held or held + MISSES_MAX < at_least:
             return False
         with self._lock:
             if self._skip:
@@ -64,19 +66,21 @@ class TraitCache:
                 return False
             return True
 
-    def lookup(self, rows: Sequence[Sequence[Any]]) -> tuple[list[str | None], list[int]]:
-        """Each row's trait id text from the cache, and the positions of the rows
-        it misses. A row: ``(id, uuid, name, parent, root, generation, created, ...)``."""
+    def lookup(self, columns: Sequence[Sequence[Any]]) -> tuple[list[str | None], list[int]]:
+        """Each provider's trait id text from the cache, and the positions of those it
+        misses. ``columns``: the summaries statement's ``(ids, uuids, names, parents,
+        roots, generations, creation times, ...)``."""
         get = self._entries.get
         texts: list[str | None] = []
         misses: list[int] = []
-        for i, row in enumerate(rows):
-            entry = get(row[0])
+        keys = zip(columns[0], columns[1], columns[5], columns[6], strict=True)
+        for i, (rp_id, uuid, generation, created) in enumerate(keys):
+            entry = get(rp_id)
             if (
                 entry is not None
-                and entry[1] == row[5]
-                and entry[0] == row[1]
-                and entry[2] == row[6]
+                and entry[1] == generation
+                and entry[0] == uuid
+                and entry[2] == created
             ):
                 texts.append(entry[3])
             else:
