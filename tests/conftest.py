@@ -39,6 +39,7 @@ from sqlalchemy.engine import make_url
 
 from benchmarks.config import answers
 from rpquery.db import Database
+from rpquery.read.candidates import _trait_cache as trait_cache
 from rpquery.store import catalog, migrations
 from rpquery.store.tables import (
     CUSTOM_RC_MIN_ID,
@@ -218,7 +219,9 @@ _STANDARD_TRAITS = sorted(catalog.STANDARD_TRAITS)
 
 
 def empty_database(db: Database) -> None:
-    """Delete every row except the standard resource classes and traits."""
+    """Delete every row except the standard resource classes and traits; the
+    database's cached trait sets go too (each test starts cold)."""
+    trait_cache.forget(db.engine)
     with db.begin() as conn:
         conn.execute(
             resource_providers.update().values(parent_provider_id=None, root_provider_id=None)

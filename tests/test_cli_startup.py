@@ -151,7 +151,7 @@ print(json.dumps(kinds))
 
 def test_importing_the_read_path_builds_no_statement() -> None:
     """The read path's fixed statements are built on first use (``functools.cache``'d
-    builders such as ``_summaries.summary_providers``), not at import: a one-off command
+    builders such as ``_summaries.summary_keyed``), not at import: a one-off command
     builds only those it sends."""
     out = subprocess.run(
         [sys.executable, "-c", _STATEMENTS_AFTER_IMPORT],
@@ -166,7 +166,7 @@ def test_the_check_sees_a_statement_built_at_import() -> None:
     """The check above is real: a statement built at import is seen."""
     code = _STATEMENTS_AFTER_IMPORT.replace(
         "import rpquery.cli.core,",
-        "import rpquery.read.candidates._summaries as sm; sm.summary_providers(); import",
+        "import rpquery.read.candidates._summaries as sm; sm.summary_keyed(True); import",
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert sum(json.loads(out.stdout.strip().splitlines()[-1]).values()) >= 1

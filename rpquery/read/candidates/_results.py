@@ -294,6 +294,7 @@ class SummaryRows:
         *,
         inventory_columns: Sequence[Sequence[Any]] | None = None,
         trait_column: Sequence[str | None] | None = None,
+        provider_columns: Sequence[Sequence[Any]] | None = None,
     ) -> SummaryRows:
         """From the summary statements' rows as read: ``(id, uuid, name, parent id,
         root id[, resources JSON], trait id text)`` per provider (with the resources
@@ -302,10 +303,16 @@ class SummaryRows:
         ``inventory_rows`` ``None``, the same as ``inventory_columns``, one column each,
         which may hold other providers' too), trait id → name and class id → name. A
         trait id without a name (deleted meanwhile) is left out. ``trait_column``: the
-        trait id texts, one per provider row, when the rows have none."""
-        columns: list[Sequence[Any]] = list(zip(*provider_rows, strict=True))
-        if trait_column is not None:
-            columns = [*(columns or [()] * 5), trait_column]
+        trait id texts, one per provider row, when the rows have none (columns after
+        the root id's are then left out: what the trait cache checks);
+        ``provider_columns``: the provider rows given as columns instead."""
+        columns: list[Sequence[Any]] = (
+            list(zip(*provider_rows, strict=True))
+            if provider_columns is None
+            else list(provider_columns)
+        )
+        if trait_column is not None:  # the rows' columns after the root's are not read
+            columns = [*(columns[:5] or [()] * 5), trait_column]
         columns = columns or [()] * 6
         written = columns.pop(5) if len(columns) == 7 else None
         sets: dict[str, frozenset[str]] = {}

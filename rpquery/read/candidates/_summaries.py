@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from rpquery.read._clauses import ids_param
 from rpquery.read.candidates import _summary_sql as qs
 from rpquery.read.candidates._results import SummaryRows
+from rpquery.read.candidates._trait_cache import MISSES_MAX, TraitCache, trait_cache
 from rpquery.store import dialects
 from rpquery.store.runner import driver_rows, json_rows
 from rpquery.store.tables import resource_providers
@@ -36,10 +37,16 @@ EVERY_TRAIT_TEXT_SQL = "GROUP BY rpt.resource_provider_id) AS t"
 
 
 @functools.cache
-def summary_providers() -> sa.Select:
+def summary_keyed(trait_ids: bool) -> sa.Select:
     """The summaries' providers of the trees ``tree_ids``, their resources not written
-    (:func:`fetch_summaries`; written: :func:`_summary`)."""
-    return qs.summary_stmt("tree_ids")
+    (written: :func:`_summary`), with what their cached trait ids are checked against,
+    with or without the trait ids (:func:`_cached_providers`)."""
+    return qs.summary_stmt("tree_ids", keyed=True, trait_ids=trait_ids)
+
+
+@functools.cache
+def summary_traits_of() -> sa.Select:
+    return qs.summary_traits_of("summary_ids")
 
 
 @functools.cache
@@ -61,7 +68,7 @@ def summary_trait_names() -> sa.Select:
 def summary_untraited() -> sa.Select:
     """The summaries' providers without their trait ids, of every tree, with
     :func:`every_trait_text` (MySQL/MariaDB, summaries of nearly the whole cloud:
-    :func:`fetch_summaries`)."""
+    :func:`_every_texts`)."""
     return qs.summary_stmt(None, trait_ids=False)
 
 
@@ -87,8 +94,10 @@ def fetch_summaries(
     statement (:func:`load_groups` ``summary_rows``); else read here if needed.
 
     One row per provider with its trait ids (:func:`~._summary_sql.summary_stmt`; on
-    MySQL/MariaDB as one JSON text, :func:`json_rows`), then the names of the distinct
-    ids (one small statement, none without traits). Without ``inventory``, resources
+    MySQL/MariaDB as one JSON text, :func:`json_rows`), or without them when the
+    engine's cache of trait sets holds them (:func:`_cached_providers`,
+    :mod:`~._trait_cache`), then the names of the distinct ids (one small statement,
+    none without traits). Without ``inventory``, resources
     are ``written`` as JSON text by the database where its driver decodes values
     slowly (default: :func:`rpquery.store.dialects.renders_summaries`, MySQL/MariaDB),
     else read as inventory rows (one more statement) for Python to write; a provider
@@ -98,7 +107,8 @@ def fetch_summaries(
     ``cloud_roots``: the root of every inventory of the cloud (with ``inventory``);
     when ``root_ids`` are at least half of those trees, on MySQL/MariaDB every
     provider's trait ids come as one text (:func:`every_trait_texts`), not from a
-    subquery per summarised provider, and every provider is read (:func:`_providers`)."""
+    subquery per summarised provider nor the cache, and every provider is read
+    (:func:`_every_texts`)."""
     if written is None:
         written = inventory is None and dialects.renders_summaries(conn)
     params: dict[str, Any] = {"tree_ids": sorted(root_ids)}
@@ -113,15 +123,20 @@ def fetch_summaries(
         return _small_summaries(conn, rows, rc_names, inventory, written, with_inventory)
     every_trait = as_json and not written and cloud_roots is not None
     most = every_trait and 2 * len(root_ids) >= len(set(cloud_roots))  # type: ignore[arg-type]
-    texts = every_trait_texts(conn) if most else None
-    providers = _providers(conn, read, params, len(named) if written else None, texts)
+    column: list[str | None] | None = None
+    columns: list[Sequence[Any]] | None = None
+    providers: list[Any] = []
+    if written:
+        providers = _providers(conn, read, params, len(named))
+    else:
+        every = _every_texts(conn, read, params) if most else None
+        columns, column = every or _cached_providers(conn, read, params)
     if written:
         inventory_rows = _unwritten_inventories(conn, providers)
     elif inventory is None:
         inventory_rows = driver_rows(conn, summary_inventories(), params)
     else:
         inventory_rows = None
-    column = None if texts is None else [texts.get(row[0]) for row in providers]
     trait_texts = set(column if column is not None else [row[-1] for row in providers])
     return SummaryRows.from_driver(
         providers,
@@ -130,6 +145,7 @@ def fetch_summaries(
         rc_names,
         inventory_columns=inventory,
         trait_column=column,
+        provider_columns=columns,
     )
 
 
@@ -137,19 +153,82 @@ def _providers(
     conn: Connection,
     read: Callable[[Connection, Any, dict[str, Any]], list[Any]],
     params: dict[str, Any],
-    named: int | None,
-    texts: Mapping[int, str] | None,
+    named: int,
 ) -> list[Any]:
-    """The summarised providers' rows (:func:`fetch_summaries`): their resources written,
-    ``named`` classes named by bound values, or not written; with ``texts`` (every
-    provider's trait ids), every provider's read without its trait ids and those of
-    other trees dropped here (no list of thousands of trees to render)."""
-    if named is not None:
-        return read(conn, _summary(named), params)
-    if texts is None:
-        return read(conn, summary_providers(), params)
+    """The summarised providers' rows with their resources written, ``named`` classes
+    named by bound values (:func:`fetch_summaries`; the trait cache does not serve
+    them)."""
+    return read(conn, _summary(named), params)
+
+
+Read = Callable[[Connection, Any, dict[str, Any]], list[Any]]
+
+
+def _cached_providers(
+    conn: Connection, read: Read, params: dict[str, Any]
+) -> tuple[list[Sequence[Any]], list[str | None]]:
+    """The summarised providers' columns (:func:`~._summary_sql.summary_stmt` ``keyed``)
+    and their trait id texts: when the engine's cache is warm, the rows without trait
+    ids and the texts from the cache (:func:`_from_cache`); otherwise (cold, or more
+    than :data:`MISSES_MAX` misses) the rows with their trait ids, which fill the cache
+    (:mod:`~._trait_cache`)."""
+    cache = trait_cache(conn.engine)
+    missed = False
+    if cache.try_warm(len(params["tree_ids"])):
+        columns = _columns(read(conn, summary_keyed(False), params), 7)
+        texts = _from_cache(conn, read, cache, columns)
+        if texts is not None:
+            return columns, texts
+        missed = True
+    columns = _columns(read(conn, summary_keyed(True), params), 8)
+    cache.fill([columns[0], columns[1], columns[5], columns[6], columns[7]], missed=missed)
+    return columns, list(columns[7])
+
+
+def _every_texts(
+    conn: Connection, read: Read, params: dict[str, Any]
+) -> tuple[list[Sequence[Any]], list[str | None]] | None:
+    """Summaries of most of the cloud on MySQL/MariaDB: every provider's trait ids in
+    one text (:func:`every_trait_texts`), every provider's row without them
+    (:func:`summary_untraited`), those of other trees dropped here (no list of
+    thousands of trees to render). Not from the trait cache: that one text costs less
+    than the two key columns of every row and the look-up (2026-11-29, MariaDB, whole
+    cloud at 5,000 hosts: paired 1.05-1.06 with the cache). ``None`` when the text came
+    back cut short."""
+    every = every_trait_texts(conn)
+    if every is None:
+        return None
     root_ids = set(params["tree_ids"])
-    return [row for row in read(conn, summary_untraited(), {}) if row[4] in root_ids]
+    rows = [row for row in read(conn, summary_untraited(), {}) if row[4] in root_ids]
+    columns = _columns(rows, 5)
+    return columns, [every.get(rp_id) for rp_id in columns[0]]
+
+
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[Sequence[Any]]:
+    """``rows`` as ``width`` columns (one transposition, in C, shared by the cache's
+    look-up and fill and :meth:`SummaryRows.from_driver`)."""
+    return list(zip(*rows, strict=True)) or [()] * width
+
+
+def _from_cache(
+    conn: Connection, read: Read, cache: TraitCache, columns: Sequence[Sequence[Any]]
+) -> list[str | None] | None:
+    """The trait id texts of the providers' ``columns`` from ``cache``, those of at most
+    :data:`MISSES_MAX` providers it misses read by id (one statement,
+    :func:`summary_traits_of`: their generation read again with them, so a provider
+    changed since ``rows`` were read is cached under its new one); ``None`` past that."""
+    texts, misses = cache.lookup(columns)
+    if len(misses) > MISSES_MAX:
+        return None
+    if misses:
+        ids = columns[0]
+        found = read(conn, summary_traits_of(), {"summary_ids": [ids[i] for i in misses]})
+        cache.fill(_columns(found, 5))
+        by_id = {row[0]: row[4] for row in found}
+        for i in misses:
+            texts[i] = by_id.get(ids[i])
+    cache.served()
+    return texts
 
 
 def _named_classes(named: Sequence[tuple[int, str]]) -> dict[str, Any]:

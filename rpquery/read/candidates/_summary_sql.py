@@ -168,7 +168,12 @@ def every_trait_text_stmt() -> Select:
 
 
 def summary_stmt(
-    root_ids: Ids | str | None, *, resources: bool = False, named: int = 0, trait_ids: bool = True
+    root_ids: Ids | str | None,
+    *,
+    resources: bool = False,
+    named: int = 0,
+    trait_ids: bool = True,
+    keyed: bool = False,
 ) -> Select:
     """Every provider of the trees ``root_ids`` (the anchors and the trees of sharing
     providers used by the returned candidates), one row each, with its traits as ids
@@ -181,7 +186,10 @@ def summary_stmt(
     WHERE rp.root_provider_id IN (:roots)``
 
     Without ``trait_ids``, the caller reads them for every provider at once
-    (:func:`every_trait_text_stmt`).
+    (:func:`every_trait_text_stmt`) or takes them from its cache of trait sets
+    (``keyed``: :mod:`~rpquery.read.candidates._trait_cache`). ``keyed`` adds what
+    that cache's entries are checked against after ``root_provider_id``:
+    ``rp.generation, CAST(rp.created_at AS VARCHAR)`` (:func:`provider_key_columns`).
 
     One value per provider for its traits instead of two per trait (28k rows at 5,000
     hosts, 401 distinct sets among 11k providers: their names are read once per set,
@@ -200,6 +208,8 @@ def summary_stmt(
         rp.c.parent_provider_id,
         rp.c.root_provider_id,
     ]
+    if keyed:
+        columns.extend(provider_key_columns(rp))
     if resources:
         columns.append(summary_resources(rp.c.id, named).label("resources"))
     if trait_ids:
@@ -208,6 +218,28 @@ def summary_stmt(
     if root_ids is None:  # every provider: the caller keeps those of its trees
         return stmt
     return stmt.where(_in_trees(rp.c.root_provider_id, root_ids))
+
+
+def provider_key_columns(rp: FromClause) -> list[ColumnElement[Any]]:
+    """``rp.generation, CAST(rp.created_at AS VARCHAR)``: with the id and uuid, what
+    a provider's trait set is cached under (:mod:`~rpquery.read.candidates._trait_cache`).
+    The creation time as text: the same value from every driver, none parsed."""
+    return [rp.c.generation, sa.cast(rp.c.created_at, sa.String).label("created")]
+
+
+def summary_traits_of(provider_ids: Ids | str) -> Select:
+    """The trait ids of the providers ``provider_ids`` with what they are cached under
+    (the cache's misses, :mod:`~rpquery.read.candidates._trait_cache`):
+
+    ``SELECT rp.id, rp.uuid, rp.generation, CAST(rp.created_at AS VARCHAR),
+    (<trait ids>) FROM resource_providers rp WHERE rp.id IN (:ids)``"""
+    rp = _RP
+    return dialects.long_concat_select(
+        rp.c.id,
+        rp.c.uuid,
+        *provider_key_columns(rp),
+        summary_trait_ids(rp.c.id).label("trait_ids"),
+    ).where(_in_trees(rp.c.id, provider_ids))
 
 
 def summary_inventories_stmt(root_ids: Ids | str) -> Select:
