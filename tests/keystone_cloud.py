@@ -155,8 +155,9 @@ def _synced_database(directory: Path) -> None:
         scratch.mkdir()
         (scratch / "keystone.conf").write_text(CONF.format(dir=scratch))
         _finish(_manage(scratch, "db_sync"))
-        shutil.copyfile(scratch / "keystone.db", str(template) + ".tmp")
-        os.replace(str(template) + ".tmp", template)
+        partial = f"{template}.{os.getpid()}.tmp"  # two runs at once each write their own
+        shutil.copyfile(scratch / "keystone.db", partial)
+        os.replace(partial, template)
     shutil.copyfile(template, directory / "keystone.db")
 
 
