@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 DB ?= sqlite:///rpquery.db
 PYTEST_ARGS ?=
 # make test / test-fast: pytest-xdist worker processes, 2 by default (1 on a 1-core machine);
-# auto: one per core; 0 or 1: the whole run in one process. --dist loadgroup keeps each
-# xdist_group (a gabbi YAML file, a module that starts a cluster or Keystone) in one worker.
+# auto: one per core; 0 or 1: the whole run in one process. --dist loadgroup keeps the tests
+# of tests/xdist_scopes.py together (a gabbi YAML file; a module starting a cluster or Keystone).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
 XDIST = $(if $(filter 0 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 BIND ?= 127.0.0.1:8778

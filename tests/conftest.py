@@ -286,6 +286,16 @@ def pytest_testnodedown(node, error):  # type: ignore[no-untyped-def]
     _ran.update(getattr(node, "workeroutput", {}).get(_WORKER_KEY, {}))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadgroup`` (``make test``) with the groups of tests/xdist_scopes.py."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_scopes import Scheduling
+
+    return Scheduling(config, log)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
     if hasattr(config, "workeroutput"):
         return  # a worker's summary is not shown: the controller prints the whole run's

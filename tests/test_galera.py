@@ -47,8 +47,7 @@ WANTED = IN_CI or os.environ.get("RPQUERY_TEST_GALERA", "") == "1"
 #: Reads after writes made through other nodes: wait until this node has applied them.
 SYNC_READS = {"init_command": "SET SESSION wsrep_sync_wait=1"}
 
-# one worker starts the module's cluster under pytest-xdist (make test: --dist loadgroup)
-pytestmark = [pytest.mark.galera, pytest.mark.xdist_group("galera-cluster")]
+pytestmark = pytest.mark.galera
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,6 @@ from tests.differential.placement import placement_url
 from tests.serving import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-# one worker starts Keystone (the session's) under pytest-xdist (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("keystone")
 #: What the operator's policy file says: parentheses, a custom role, ``not``, a target.
 POLICY = """\
 "placement:resource_providers:list": "(role:auditor and not role:member) or rule:admin_or_service_api"

@@ -39,8 +39,7 @@ SCRIPT = ROOT / "scripts" / "pg-replica.sh"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 WANTED = IN_CI or os.environ.get("RPQUERY_TEST_REPLICA", "") == "1"
 
-# one worker starts the module's pair under pytest-xdist (make test: --dist loadgroup)
-pytestmark = [pytest.mark.replica, pytest.mark.xdist_group("pg-replica")]
+pytestmark = pytest.mark.replica
 
 
 def _free_port_pair() -> int:

@@ -4,10 +4,9 @@ The YAML files are read from the ``openstack-placement`` package installed in
 ``.venv-placement`` (``make placement-venv``); their fixtures are ours
 (:mod:`tests.gabbi.fixtures`). Each test is one pytest item, named
 ``gabbi-<backend>:<yaml file>_<test name>``; ``manifest.yaml`` lists the ones expected
-to fail, with a reason each, as strict xfails. A YAML file's tests are one
-``xdist_group`` (``gabbi-<backend>:<yaml file>``): under pytest-xdist (``make test``,
-``--dist loadgroup``) they run in one worker, in order, as their fixtures need. SQLite
-always runs; PostgreSQL and MariaDB run when ``RPQUERY_GABBI_BACKENDS`` names them
+to fail, with a reason each, as strict xfails. Under pytest-xdist (``make test``) a YAML
+file's tests run in one worker, in order, as their fixtures need (tests/xdist_scopes.py).
+SQLite always runs; PostgreSQL and MariaDB run when ``RPQUERY_GABBI_BACKENDS`` names them
 (``.ci/run`` does).
 
     RPQUERY_GABBI_BACKENDS=sqlite .venv/bin/python -m pytest tests/gabbi -q -k allocations
@@ -58,8 +57,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for name, case, suite in _cases(backend):
             reason = manifest.reason_for(entries, name.split(":", 1)[1], backend)
             marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            # a YAML file's tests in order in one process (pytest-xdist: --dist loadgroup)
-            marks.append(pytest.mark.xdist_group(name.split("_", 1)[0]))
             params.append(pytest.param(case, suite, id=name, marks=marks))
     metafunc.parametrize("case, suite", params)
 
