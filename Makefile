@@ -8,6 +8,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= sqlite:///rpquery.db
 PYTEST_ARGS ?=
+# make test / test-fast: pytest-xdist worker processes, 2 by default (1 on a 1-core machine);
+# auto: one per core; 0 or 1: the whole run in one process. --dist loadgroup keeps the tests
+# of tests/xdist_scopes.py together (a gabbi YAML file; a module starting a cluster or Keystone).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
+XDIST = $(if $(filter 0 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 BIND ?= 127.0.0.1:8778
 WORKERS ?= 2
 BENCH_SCALE ?= medium
@@ -61,11 +66,11 @@ serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WO
 	$(BIN)/rpquery --db $(DB) db upgrade
 	$(BIN)/rpquery --db $(DB) serve --auth noauth2 --bind $(BIND) --workers $(WORKERS)
 
-test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB (CI=true fails on a missing backend)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB in TEST_WORKERS processes (2; CI=true fails on a missing backend)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: $(STAMP) ## Run the suite on SQLite only
-	RPQUERY_TEST_BACKENDS=sqlite $(BIN)/python -m pytest -x -q $(PYTEST_ARGS)
+test-fast: $(STAMP) ## Run the suite on SQLite only (TEST_WORKERS processes), stopping at the first failure
+	RPQUERY_TEST_BACKENDS=sqlite $(BIN)/python -m pytest -x -q $(XDIST) $(PYTEST_ARGS)
 
 test-clusters: $(STAMP) ## Only the Galera and hot-standby tests (they start and stop their own clusters; root)
 	RPQUERY_TEST_GALERA=1 RPQUERY_TEST_REPLICA=1 $(BIN)/python -m pytest -q -m 'galera or replica' $(PYTEST_ARGS)

@@ -48,6 +48,7 @@ from rpquery.store.tables import (
     resource_providers,
     traits,
 )
+from tests.gabbi import counts as gabbi_counts
 
 ALL_BACKENDS = ("sqlite", "postgresql", "mysql")
 OPT_IN_BACKENDS = ("galera",)
@@ -263,6 +264,45 @@ def sqlite_db(request: pytest.FixtureRequest) -> Database:
     return _db_for(request, "sqlite")
 
 
+# ----------------------------------------------------------------- the run's counts
+#
+# Under pytest-xdist (``make test``: ``-n 2``) the tests run in worker processes: each
+# worker hands its ``_ran`` to the controller in ``workeroutput`` at its end, and the
+# controller, which prints the summary, adds them up. The gabbi counts come from the test
+# reports, which the controller gets from every worker.
+
+_WORKER_KEY = "rpquery_ran"
+
+
+def pytest_runtest_logreport(report):  # type: ignore[no-untyped-def]
+    gabbi_counts.count(report)
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker
+        workeroutput[_WORKER_KEY] = dict(_ran)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # type: ignore[no-untyped-def]
+    _ran.update(getattr(node, "workeroutput", {}).get(_WORKER_KEY, {}))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadgroup`` (``make test``) with the groups of tests/xdist_scopes.py."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_scopes import Scheduling
+
+    return Scheduling(config, log)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    if hasattr(config, "workeroutput"):
+        return  # a worker's summary is not shown: the controller prints the whole run's
+    for line in gabbi_counts.summary_lines():
+        terminalreporter.write_line(line)
     parts = [f"{b}={_ran.get(b, 0)}" for b in ALL_BACKENDS + OPTED_IN]
     terminalreporter.write_sep("=", "rpquery database tests per backend: " + " ".join(parts))

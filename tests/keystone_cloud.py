@@ -155,8 +155,9 @@ def _synced_database(directory: Path) -> None:
         scratch.mkdir()
         (scratch / "keystone.conf").write_text(CONF.format(dir=scratch))
         _finish(_manage(scratch, "db_sync"))
-        shutil.copyfile(scratch / "keystone.db", str(template) + ".tmp")
-        os.replace(str(template) + ".tmp", template)
+        partial = f"{template}.{os.getpid()}.tmp"  # two runs at once each write their own
+        shutil.copyfile(scratch / "keystone.db", partial)
+        os.replace(partial, template)
     shutil.copyfile(template, directory / "keystone.db")
 
 
@@ -181,12 +182,14 @@ def start(directory: Path, port: int) -> Keystone:
     uid, gid = str(os.getuid()), str(os.getgid())
     fernet = _manage(directory, "fernet_setup", "--keystone-user", uid, "--keystone-group", gid)
     _synced_database(directory)
+    # bootstrap loads the receipt provider, which exits when fernet-receipts holds no keys
+    # yet: started beside fernet_setup, it failed whenever fernet_setup was the slower one
+    _finish(fernet)
     bootstrap = _manage(
         directory, "bootstrap", "--bootstrap-password", PASSWORD,
         "--bootstrap-admin-url", f"{url}/v3", "--bootstrap-public-url", f"{url}/v3",
         "--bootstrap-internal-url", f"{url}/v3", "--bootstrap-region-id", "RegionOne",
     )
-    _finish(fernet)
     # the server's imports (~4 s) overlap bootstrap: it reads the database per request
     log = open(directory / "keystone.log", "wb")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(

@@ -47,8 +47,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _backends_and_env(servers: dict) -> tuple[list[str], dict[str, str]]:  # type: ignore[type-arg]
     """The selected backends that are up, with their admin URLs in the bench's env vars;
-    a missing server fails under CI like every database test."""
-    env = dict(os.environ)
+    a missing server fails under CI like every database test. The bench is a pytest run of
+    its own: not a pytest-xdist worker's (pytest-benchmark times nothing in one)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
     backends = []
     for backend in selected_backends():
         if backend not in ALL_BACKENDS:

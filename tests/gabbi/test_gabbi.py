@@ -4,8 +4,10 @@ The YAML files are read from the ``openstack-placement`` package installed in
 ``.venv-placement`` (``make placement-venv``); their fixtures are ours
 (:mod:`tests.gabbi.fixtures`). Each test is one pytest item, named
 ``gabbi-<backend>:<yaml file>_<test name>``; ``manifest.yaml`` lists the ones expected
-to fail, with a reason each, as strict xfails. SQLite always runs; PostgreSQL and MariaDB
-run when ``RPQUERY_GABBI_BACKENDS`` names them (``.ci/run`` does).
+to fail, with a reason each, as strict xfails. Under pytest-xdist (``make test``) a YAML
+file's tests run in one worker, in order, as their fixtures need (tests/xdist_scopes.py).
+SQLite always runs; PostgreSQL and MariaDB run when ``RPQUERY_GABBI_BACKENDS`` names them
+(``.ci/run`` does).
 
     RPQUERY_GABBI_BACKENDS=sqlite .venv/bin/python -m pytest tests/gabbi -q -k allocations
 """
