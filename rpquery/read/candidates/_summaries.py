@@ -123,11 +123,26 @@ def fetch_summaries(
         return _small_summaries(conn, rows, rc_names, inventory, written, with_inventory)
     every_trait = as_json and not written and cloud_roots is not None
     most = every_trait and 2 * len(root_ids) >= len(set(cloud_roots))  # type: ignore[arg-type]
+    return _summaries_of(conn, read, params, rc_names, written, len(named), inventory, most)
+
+
+def _summaries_of(
+    conn: Connection,
+    read: Callable[[Connection, Any, dict[str, Any]], list[Any]],
+    params: dict[str, Any],
+    rc_names: Mapping[int, str],
+    written: bool,
+    named: int,
+    inventory: Sequence[Sequence[Any]] | None,
+    most: bool,
+) -> SummaryRows:
+    """:func:`fetch_summaries` of more trees than ``SUMMARY_SMALL`` (``most``: every
+    provider's trait ids as one text, :func:`_every_texts`)."""
     column: list[str | None] | None = None
     columns: list[Sequence[Any]] | None = None
     providers: list[Any] = []
     if written:
-        providers = _providers(conn, read, params, len(named))
+        providers = _providers(conn, read, params, named)
     else:
         every = _every_texts(conn, read, params) if most else None
         columns, column = every or _cached_providers(conn, read, params)
