@@ -240,11 +240,12 @@ def group_rows_of(
     serves other trees whose roots are not in it (Placement judges it there by its own
     aggregates and the anchor's); the executor keeps it from its own tree.
     """
+    whole = roots is None
     if binds.values is None and (root_exempt is None or isinstance(root_exempt, BindParameter)):
         exempt = None if root_exempt is None else root_exempt.key
-        columns, where = _group_parts(shape, exempt)
+        columns, where = _group_parts(shape, exempt, whole)
     else:
-        columns, where = _parts(shape, binds, root_exempt)
+        columns, where = _parts(shape, binds, root_exempt, whole)
     stmt = (
         sa.select(*columns)
         .select_from(_GROUP_FROM)
@@ -259,10 +260,14 @@ _GROUP_FROM, _USED = clauses.join_usage(
 _Parts = tuple[tuple[ColumnElement[Any], ...], tuple[ColumnElement[bool], ...]]
 
 
-def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
+def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None, whole: bool) -> _Parts:
     """The columns and the ``WHERE`` clauses (but the scope) of :func:`group_rows_of`.
     With bind parameters (``Binds()``), each column and clause is built once per
-    prefix and count (:func:`_bound`) and shared by the shapes that have it."""
+    prefix and count (:func:`_bound`) and shared by the shapes that have it.
+
+    ``whole`` (no batch): only then does a ``summary`` shape test its filters in their
+    form for whole tables (:func:`rpquery.read._clauses.forbidden_once`): a trait's
+    holders grow with the cloud, a batch's rows do not."""
     inv, rp = _INV, _RP
     bound = binds.values is None
     prefix = shape.filters.prefix
@@ -292,7 +297,7 @@ def _parts(shape: GroupShape, binds: Binds, root_exempt: Ids | None) -> _Parts:
         root_covers=not shape.granular,
         root_exempt=root_exempt,
         # every inventory row: e.g. the forbidden traits' holders read once, not per row
-        whole_tables=shape.summary,
+        whole_tables=shape.summary and whole,
     )
     where: tuple[ColumnElement[bool], ...] = (
         _bound(prefix, "rcs", 0) if bound else _in_rcs(binds.many(shape.name("rcs"))),
@@ -358,14 +363,14 @@ def _bound(prefix: str, kind: str, n: int) -> Any:
 
 
 @functools.lru_cache(maxsize=512)
-def _group_parts(shape: GroupShape, root_exempt: str | None) -> _Parts:
-    """:func:`_parts` with bind parameters, once per shape (``root_exempt``: the name of
-    the exempt providers' parameter): a group's statement for another scope (a batch's
-    roots, every root, the roots statement) reuses them."""
+def _group_parts(shape: GroupShape, root_exempt: str | None, whole: bool) -> _Parts:
+    """:func:`_parts` with bind parameters, once per shape and ``whole`` (``root_exempt``:
+    the name of the exempt providers' parameter): a group's statement for another scope
+    (a batch's roots, the roots statement) reuses them."""
     exempt: BindParameter[Any] | None = None
     if root_exempt is not None:
         exempt = sa.bindparam(root_exempt, expanding=True)
-    return _parts(shape, Binds(), exempt)
+    return _parts(shape, Binds(), exempt, whole)
 
 
 def resourceless_stmt(
