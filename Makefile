@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 # make test / test-fast: pytest-xdist worker processes, 2 by default (1 on a 1-core machine);
 # auto: one per core; 0 or 1: the whole run in one process. --dist loadgroup keeps the tests
 # of tests/xdist_scopes.py together (a gabbi YAML file; a module starting a cluster or Keystone).
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
+# 1 (one process) until the two races two workers' load exposed are fixed (docs/design.md)
+TEST_WORKERS ?= 1
 XDIST = $(if $(filter 0 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 BIND ?= 127.0.0.1:8778
 WORKERS ?= 2
@@ -66,7 +67,7 @@ serve: $(STAMP) ## Placement's REST API on BIND (127.0.0.1:8778) over DB with WO
 	$(BIN)/rpquery --db $(DB) db upgrade
 	$(BIN)/rpquery --db $(DB) serve --auth noauth2 --bind $(BIND) --workers $(WORKERS)
 
-test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB in TEST_WORKERS processes (2; CI=true fails on a missing backend)
+test: $(STAMP) ## Run the whole suite on SQLite, PostgreSQL and MariaDB in TEST_WORKERS processes (1; 2 in two pytest-xdist workers; CI=true fails on a missing backend)
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## Run the suite on SQLite only (TEST_WORKERS processes), stopping at the first failure
